@@ -1,0 +1,45 @@
+"""Run a notebook cell's function on N ranks, see what each rank printed, returned and sent.
+
+Example:
+    >>> import torch, torch.distributed as dist, commlab
+    >>> def example(rank, world_size):
+    ...     tensor = torch.ones(2, device=commlab.device()) * (rank + 1)
+    ...     dist.all_reduce(tensor)
+    ...     print(f"rank {rank} has {tensor.tolist()}")
+    >>> commlab.run(example, world_size=4)
+"""
+
+from .errors import CollectiveTimeout, CommlabError, RankCrashed, RankError
+from .launch import DEFAULT_TIMEOUT, choose_backend, run
+from .result import RunResult
+from .trace import Call, TensorInfo
+
+
+def device():
+    """The device of the rank calling it: ``cuda:<rank>`` under NCCL, else the CPU.
+
+    Raises:
+        CommlabError: when called outside a function that ``commlab.run`` runs.
+    """
+    from .worker import current_device
+
+    found = current_device()
+    if found is None:
+        raise CommlabError("commlab.device() tells a rank its device, so it only works inside "
+                           "a function run by commlab.run (or under torchrun).")
+    return found
+
+
+__all__ = [
+    "Call",
+    "CollectiveTimeout",
+    "CommlabError",
+    "DEFAULT_TIMEOUT",
+    "RankCrashed",
+    "RankError",
+    "RunResult",
+    "TensorInfo",
+    "choose_backend",
+    "device",
+    "run",
+]

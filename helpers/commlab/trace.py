@@ -1,0 +1,436 @@
+"""Record every ``torch.distributed`` call a rank makes, without changing the student's code.
+
+Inside a worker, :func:`install` replaces the public collective and point-to-point functions of
+``torch.distributed`` (and of ``torch.distributed.distributed_c10d``, where they are defined) with
+thin wrappers. The wrappers are installed *before* the student's function is unpickled, so a
+function that refers to ``dist.all_reduce`` or imported ``all_reduce`` by name finds the wrapper.
+
+Each call becomes a :class:`Call`: the operation, the tensors it was given, the bytes this rank
+sent to and received from each peer, the root, the reduce op and the time it took. Bytes are
+those of a *direct* exchange, where every piece of data travels once from the rank that has it to
+each rank that needs it (``all_reduce`` of S bytes on n ranks: S*(n-1) out and in). For
+``send``/``recv`` and their variants this is exactly what moves; for collectives the backend's
+own algorithm (a ring, a tree) may route the same data differently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import threading
+import time
+from typing import Any, Callable
+
+import torch
+
+# Every operation the trace knows, in a fixed order: its index is what a worker writes into the
+# shared status array, so that the launcher can say which call a stuck rank is in.
+OPS = (
+    "init_process_group",
+    "broadcast",
+    "all_reduce",
+    "reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "all_gather_single",
+    "_all_gather_base",
+    "all_gather_object",
+    "gather",
+    "gather_object",
+    "scatter",
+    "scatter_object_list",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "reduce_scatter_single",
+    "_reduce_scatter_base",
+    "all_to_all",
+    "all_to_all_single",
+    "barrier",
+    "monitored_barrier",
+    "send",
+    "recv",
+    "isend",
+    "irecv",
+    "batch_isend_irecv",
+    "broadcast_object_list",
+    "send_object_list",
+    "recv_object_list",
+    "all_reduce_coalesced",
+)
+
+# Tensors with at most this many elements have their values copied into the trace before and
+# after the call, so pictures and graders can show what moved. Larger ones keep shape and dtype.
+VALUE_LIMIT = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """Shape, dtype and device of one tensor argument, and its size in bytes."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+    nbytes: int
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> TensorInfo:
+        return cls(
+            tuple(tensor.shape),
+            str(tensor.dtype).replace("torch.", ""),
+            str(tensor.device),
+            tensor.numel() * tensor.element_size(),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.dtype}{list(self.shape)}"
+
+
+@dataclasses.dataclass
+class Call:
+    """One ``torch.distributed`` call made by one rank.
+
+    Attributes:
+        op: the function's name, e.g. ``"all_reduce"``.
+        index: 1 for this rank's first call of ``op``, 2 for its second, ...
+        seq: position among all traced calls of this rank, from 0.
+        rank: the calling rank (global).
+        group_ranks: global ranks of the group the call ran in.
+        tensors: parameter name -> :class:`TensorInfo` (lists of them for list parameters).
+        root: ``src`` or ``dst`` for rooted collectives and point-to-point calls, as a global rank.
+        reduce_op: e.g. ``"SUM"`` for reductions, else ``None``.
+        sent_to, received_from: peer (global rank) -> bytes, for a direct exchange.
+        seconds: wall time of the call (for ``async_op=True``, the time to issue it).
+        async_op: whether the call returned a work handle instead of waiting.
+        before, after: parameter name -> CPU copy of small tensor arguments (or list of copies),
+            taken just before and just after the call; ``after`` is empty for async calls.
+        split_sizes: ``{"input": [...], "output": [...]}`` for ``all_to_all_single``.
+        ops: for ``batch_isend_irecv``, the batched ``(op, peer, TensorInfo)`` triples.
+        error: the exception text if the call raised.
+    """
+
+    op: str
+    index: int
+    seq: int
+    rank: int
+    group_ranks: tuple[int, ...]
+    tensors: dict[str, Any] = dataclasses.field(default_factory=dict)
+    root: int | None = None
+    reduce_op: str | None = None
+    sent_to: dict[int, int] = dataclasses.field(default_factory=dict)
+    received_from: dict[int, int] = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+    async_op: bool = False
+    before: dict[str, Any] = dataclasses.field(default_factory=dict)
+    after: dict[str, Any] = dataclasses.field(default_factory=dict)
+    split_sizes: dict[str, list[int]] | None = None
+    ops: list[tuple[str, int, TensorInfo]] | None = None
+    error: str | None = None
+
+    @property
+    def bytes_sent(self) -> int:
+        return sum(self.sent_to.values())
+
+    @property
+    def bytes_received(self) -> int:
+        return sum(self.received_from.values())
+
+    @property
+    def peers(self) -> list[int]:
+        return sorted(set(self.sent_to) | set(self.received_from))
+
+    @property
+    def label(self) -> str:
+        """``"all_reduce #2"``: how messages name this call."""
+        return f"{self.op} #{self.index}"
+
+    def __repr__(self) -> str:
+        parts = [f"{self.label} on rank {self.rank}"]
+        if self.tensors:
+            parts.append(", ".join(f"{k}={_fmt_info(v)}" for k, v in self.tensors.items()))
+        if self.root is not None:
+            parts.append(f"root={self.root}")
+        if self.reduce_op:
+            parts.append(f"op={self.reduce_op}")
+        parts.append(f"sent {self.bytes_sent} B, received {self.bytes_received} B")
+        return f"Call({'; '.join(parts)})"
+
+
+def _fmt_info(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_fmt_info(v) for v in value) + "]"
+    return str(value)
+
+
+class Recorder:
+    """Collects a rank's calls and publishes which call it is in to a shared status array.
+
+    ``status`` is a writable sequence of three ints per rank (see :mod:`commlab.launch`):
+    phase, index into :data:`OPS`, and the call's per-op index.
+    """
+
+    RUNNING, IN_CALL = 1, 2
+
+    def __init__(self, rank: int, status: Any = None, keep_values: bool = True):
+        self.rank = rank
+        self.calls: list[Call] = []
+        self.keep_values = keep_values
+        self._status = status
+        self._counts: dict[str, int] = {}
+        self._local = threading.local()
+
+    def _publish(self, phase: int, op: str, index: int) -> None:
+        if self._status is not None:
+            base = 3 * self.rank
+            self._status[base + 1] = OPS.index(op)
+            self._status[base + 2] = index
+            self._status[base] = phase
+
+    def wrap(self, name: str, original: Callable) -> Callable:
+        signature = inspect.signature(original)
+
+        @functools.wraps(original)
+        def traced(*args, **kwargs):
+            # Collectives built on other collectives (all_gather_object on all_gather, the
+            # batched sends of batch_isend_irecv) are recorded once, as the call the student made.
+            if getattr(self._local, "depth", 0):
+                return original(*args, **kwargs)
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:
+                return original(*args, **kwargs)  # let torch word the error
+            bound.apply_defaults()
+            index = self._counts.get(name, 0) + 1
+            self._counts[name] = index
+            call = Call(op=name, index=index, seq=len(self.calls), rank=self.rank,
+                        group_ranks=_group_ranks(bound.arguments.get("group")))
+            self.calls.append(call)
+            try:
+                _describe(call, bound.arguments)
+            except Exception:  # a malformed call: torch's own error is the one to show
+                pass
+            if self.keep_values:
+                call.before = _snapshot(bound.arguments)
+            self._publish(self.IN_CALL, name, index)
+            self._local.depth = 1
+            start = time.perf_counter()
+            try:
+                out = original(*args, **kwargs)
+            except BaseException as exc:
+                call.error = f"{type(exc).__name__}: {exc}"
+                raise
+            finally:
+                call.seconds = time.perf_counter() - start
+                self._local.depth = 0
+                self._publish(self.RUNNING, name, index)
+            call.async_op = bool(bound.arguments.get("async_op", False))
+            if name in ("recv", "irecv") and call.root is None and isinstance(out, int):
+                call.root = out
+                call.received_from = {out: call.received_from.pop(-1, 0)}
+            if self.keep_values and not call.async_op and name not in ("isend", "irecv",
+                                                                       "batch_isend_irecv"):
+                call.after = _snapshot(bound.arguments)
+            return out
+
+        traced.__commlab_original__ = original
+        return traced
+
+
+def install(recorder: Recorder) -> Callable[[], None]:
+    """Replace ``torch.distributed``'s functions with traced ones; return an undo function."""
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    saved: list[tuple[Any, str, Any]] = []
+    for name in OPS:
+        original = getattr(c10d, name, None) or getattr(dist, name, None)
+        if original is None or name == "init_process_group":
+            continue
+        original = getattr(original, "__commlab_original__", original)
+        traced = recorder.wrap(name, original)
+        for module in (dist, c10d):
+            if hasattr(module, name):
+                saved.append((module, name, getattr(module, name)))
+                setattr(module, name, traced)
+
+    def undo() -> None:
+        for module, name, value in reversed(saved):
+            setattr(module, name, value)
+
+    return undo
+
+
+# --- describing a call -------------------------------------------------------------------------
+
+def _group_ranks(group: Any) -> tuple[int, ...]:
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return ()
+    try:
+        return tuple(dist.get_process_group_ranks(group or dist.group.WORLD))
+    except Exception:
+        return ()
+
+
+def _info(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return TensorInfo.of(value)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor)
+                                                           for v in value):
+        return [TensorInfo.of(v) for v in value]
+    return None
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    return 0
+
+
+def _snapshot(arguments: dict[str, Any]) -> dict[str, Any]:
+    def copy(t: torch.Tensor) -> torch.Tensor | None:
+        return t.detach().to("cpu", copy=True) if t.numel() <= VALUE_LIMIT else None
+
+    shot: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if isinstance(value, torch.Tensor):
+            shot[key] = copy(value)
+        elif isinstance(value, (list, tuple)) and value and all(
+                isinstance(v, torch.Tensor) for v in value):
+            shot[key] = [copy(v) for v in value]
+    return shot
+
+
+def _global(group_ranks: tuple[int, ...], rank: int | None) -> int | None:
+    if rank is None or not group_ranks:
+        return rank
+    return group_ranks[rank] if 0 <= rank < len(group_ranks) else rank
+
+
+def _root(args: dict[str, Any], call: Call, name: str) -> int | None:
+    """The root as a global rank, from ``src``/``dst`` or their ``group_`` forms."""
+    if args.get(name) is not None:
+        return args[name]
+    return _global(call.group_ranks, args.get(f"group_{name}"))
+
+
+def _describe(call: Call, args: dict[str, Any]) -> None:
+    """Fill in tensors, root, reduce op and per-peer bytes from the bound arguments."""
+    call.tensors = {k: i for k, v in args.items() if (i := _info(v)) is not None}
+    op = args.get("op")
+    if op is not None:
+        # a ReduceOp enum member has .name; a ReduceOp object wraps one in .op
+        named = getattr(op, "name", None) or getattr(getattr(op, "op", None), "name", None)
+        call.reduce_op = named or str(op).rsplit(".", 1)[-1]
+    ranks = call.group_ranks
+    me = call.rank
+    others = [r for r in ranks if r != me]
+    name = call.op
+
+    def each(per_peer: Callable[[int, int], int]) -> dict[int, int]:
+        return {r: b for i, r in enumerate(ranks) if r != me and (b := per_peer(i, r))}
+
+    if name in ("broadcast",):
+        call.root = _root(args, call, "src")
+        size = _nbytes(args["tensor"])
+        if me == call.root:
+            call.sent_to = {r: size for r in others}
+        else:
+            call.received_from = {call.root: size}
+    elif name in ("all_reduce", "all_reduce_coalesced"):
+        size = _nbytes(args.get("tensor", args.get("tensors")))
+        call.sent_to = {r: size for r in others}
+        call.received_from = {r: size for r in others}
+    elif name == "reduce":
+        call.root = _root(args, call, "dst")
+        size = _nbytes(args["tensor"])
+        if me == call.root:
+            call.received_from = {r: size for r in others}
+        else:
+            call.sent_to = {call.root: size}
+    elif name == "all_gather":
+        size = _nbytes(args["tensor"])
+        outputs = args["tensor_list"]
+        call.sent_to = {r: size for r in others}
+        call.received_from = each(lambda i, r: _nbytes(outputs[i]))
+    elif name in ("all_gather_into_tensor", "all_gather_single", "_all_gather_base"):
+        size = _nbytes(args["input_tensor"])
+        call.sent_to = {r: size for r in others}
+        call.received_from = {r: size for r in others}
+    elif name == "gather":
+        call.root = _root(args, call, "dst")
+        if me == call.root:
+            outputs = args.get("gather_list") or []
+            call.received_from = each(
+                lambda i, r: _nbytes(outputs[i]) if i < len(outputs) else 0)
+        else:
+            call.sent_to = {call.root: _nbytes(args["tensor"])}
+    elif name == "scatter":
+        call.root = _root(args, call, "src")
+        if me == call.root:
+            inputs = args.get("scatter_list") or []
+            call.sent_to = each(lambda i, r: _nbytes(inputs[i]) if i < len(inputs) else 0)
+        else:
+            call.received_from = {call.root: _nbytes(args["tensor"])}
+    elif name == "reduce_scatter":
+        inputs = args["input_list"]
+        call.sent_to = each(lambda i, r: _nbytes(inputs[i]))
+        size = _nbytes(args["output"])
+        call.received_from = {r: size for r in others}
+    elif name in ("reduce_scatter_tensor", "reduce_scatter_single", "_reduce_scatter_base"):
+        size = _nbytes(args["output"])
+        call.sent_to = {r: size for r in others}
+        call.received_from = {r: size for r in others}
+    elif name == "all_to_all":
+        inputs, outputs = args["input_tensor_list"], args["output_tensor_list"]
+        call.sent_to = each(lambda i, r: _nbytes(inputs[i]))
+        call.received_from = each(lambda i, r: _nbytes(outputs[i]))
+    elif name == "all_to_all_single":
+        n = len(ranks) or 1
+        out, inp = args["output"], args["input"]
+        in_splits = _splits(inp, args.get("input_split_sizes"), n)
+        out_splits = _splits(out, args.get("output_split_sizes"), n)
+        call.split_sizes = {"input": in_splits, "output": out_splits}
+        in_row, out_row = _row_bytes(inp), _row_bytes(out)
+        call.sent_to = each(lambda i, r: in_splits[i] * in_row)
+        call.received_from = each(lambda i, r: out_splits[i] * out_row)
+    elif name in ("send", "isend"):
+        call.root = _root(args, call, "dst")
+        call.sent_to = {call.root: _nbytes(args["tensor"])}
+    elif name in ("recv", "irecv"):
+        call.root = _root(args, call, "src")
+        # -1 stands for "any source" until recv returns the sender
+        call.received_from = {call.root if call.root is not None else -1:
+                              _nbytes(args["tensor"])}
+    elif name == "batch_isend_irecv":
+        call.ops = []
+        for p2p in args["p2p_op_list"]:
+            kind = getattr(p2p.op, "__name__", str(p2p.op))
+            size = _nbytes(p2p.tensor)
+            call.ops.append((kind, p2p.peer, TensorInfo.of(p2p.tensor)))
+            target = call.sent_to if kind == "isend" else call.received_from
+            target[p2p.peer] = target.get(p2p.peer, 0) + size
+        call.tensors = {"tensors": [info for _, _, info in call.ops]}
+    elif name in ("broadcast_object_list", "scatter_object_list"):
+        call.root = _root(args, call, "src")
+    elif name in ("gather_object",):
+        call.root = _root(args, call, "dst")
+    elif name in ("send_object_list",):
+        call.root = _root(args, call, "dst")
+    elif name in ("recv_object_list",):
+        call.root = _root(args, call, "src")
+
+
+def _splits(tensor: torch.Tensor, sizes: Any, n: int) -> list[int]:
+    if sizes:
+        return [int(s) for s in sizes]
+    rows = tensor.shape[0] if tensor.dim() else 1
+    return [rows // n] * n
+
+
+def _row_bytes(tensor: torch.Tensor) -> int:
+    rows = tensor.shape[0] if tensor.dim() else 1
+    return _nbytes(tensor) // rows if rows else 0
