@@ -37,7 +37,7 @@ from .trace import OPS
 DEFAULT_TIMEOUT = 10.0
 # After one rank fails, the others get this long to report their own errors before they are
 # stopped: enough for every rank to hit the same bug, short enough to feel immediate.
-GRACE_AFTER_FAILURE = 1.0
+GRACE_AFTER_FAILURE = 0.5
 # Output kept per rank and stream; the rest is counted, not stored.
 OUTPUT_LIMIT = 1 << 20
 # Workers are modules the forkserver imports once, so each rank starts with torch loaded.
@@ -160,7 +160,26 @@ def _context() -> Any:
     ctx = mp.get_context(method)
     if method == "forkserver":
         ctx.set_forkserver_preload(_PRELOAD)
+        _start_forkserver_quietly()
     return ctx
+
+
+def _start_forkserver_quietly() -> None:
+    """Start the forkserver (once per kernel) with c10d's C++ log level at ERROR.
+
+    torch reads ``TORCH_CPP_LOG_LEVEL`` when it is imported, which for our workers happens once,
+    in the forkserver; its warnings would otherwise land in every rank's stderr.
+    """
+    from multiprocessing import forkserver
+
+    previous = os.environ.get("TORCH_CPP_LOG_LEVEL")
+    if previous is None:
+        os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
+    try:
+        forkserver.ensure_running()
+    finally:
+        if previous is None:
+            del os.environ["TORCH_CPP_LOG_LEVEL"]
 
 
 def _loopback_interface() -> str | None:
@@ -207,6 +226,7 @@ class _Rank:
         self.dropped = {"stdout": 0, "stderr": 0}
         self.report: tuple[str, dict] | None = None
         self.exitcode: int | None = None
+        self.killed = False  # stopped by the launcher, not dead by itself
 
     def take(self, stream: str, data: bytes) -> None:
         room = OUTPUT_LIMIT - len(self.output[stream])
@@ -380,6 +400,7 @@ class _Launch:
                           else (0, 0, 0) for r in range(self.world_size)]
         for state in self.ranks:
             if state.process is not None and state.process.is_alive():
+                state.killed = True
                 state.process.kill()
         for state in self.ranks:
             if state.process is not None:
@@ -447,8 +468,8 @@ class _Launch:
         return CollectiveTimeout(message, where, result)
 
     def _failure_error(self, result: RunResult) -> RankError:
-        failed = [s for s in self.ranks
-                  if (s.report and s.report[0] == "failed") or (s.dead and not s.report)]
+        failed = [s for s in self.ranks if (s.report and s.report[0] == "failed")
+                  or (s.dead and not s.report and not s.killed)]
         crashed = {s.rank: report.signal_name(s.exitcode) for s in failed if not s.report}
         # A rank that lost a peer fails too ("Connection closed by peer"): that is an echo of
         # the real failure, not a cause, unless nothing else failed.

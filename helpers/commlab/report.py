@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import linecache
+import re
 import signal
 from typing import Any
 
@@ -53,9 +54,17 @@ def format_traceback(info: dict[str, Any]) -> str:
         if source:
             lines.append(f"    {source}")
     if info.get("raised_inside"):
-        lines.append(f"  (raised inside torch.distributed's {info['raised_inside']})")
-    lines.append(f"{info['type']}: {info['message']}")
+        lines.append(f"  (raised inside {info['raised_inside']})")
+    lines.append(f"{info['type']}: {_shorten(info['message'])}")
     return "\n".join(lines)
+
+
+def _shorten(message: str) -> str:
+    """Drop the tensor-options dump that TORCH_DISTRIBUTED_DEBUG=DETAIL repeats in every
+    fingerprint; the shapes and dtypes that differ are still named."""
+    message = re.sub(r", TensorDeviceTypes=TensorOptions\(.*?memory_format=\([^)]*\)\)", "",
+                     message)
+    return message.replace(".Collectives differ", ".\nCollectives differ")
 
 
 def signal_name(exitcode: int | None) -> str:

@@ -23,6 +23,7 @@ import io
 import os
 import signal
 import sys
+import sysconfig
 import threading
 import traceback
 import warnings
@@ -115,6 +116,10 @@ def _adopt_notebook_state(spec: dict[str, Any], rank: int) -> None:
     os.environ.update(spec["rank_environ"])
     os.environ["RANK"] = str(rank)
     os.environ["LOCAL_RANK"] = str(rank)
+    # torch read TORCH_DISTRIBUTED_DEBUG when the forkserver imported it: read it again.
+    import torch.distributed as dist
+
+    dist.set_debug_level_from_env()
     sys.path[:] = spec["sys_path"]
     try:
         os.chdir(spec["cwd"])
@@ -210,7 +215,7 @@ def _describe_failure(exc: BaseException, recorder: tracing.Recorder,
         "type": type(exc).__name__,
         "message": str(exc),
         "frames": [(f.filename, f.lineno, f.name, f.line) for f in (own or frames)],
-        "raised_inside": inside if own and frames[-1] not in own else None,
+        "raised_inside": (in_call or inside) if own and frames[-1] not in own else None,
         "in_call": in_call,
     }
     try:
@@ -219,6 +224,11 @@ def _describe_failure(exc: BaseException, recorder: tracing.Recorder,
         return cloudpickle.dumps({**info, "trace": [], "warnings": caught})
 
 
+_LIBRARY_DIRS = tuple({_PACKAGE_DIR, _TORCH_DIR, sysconfig.get_paths()["stdlib"],
+                       sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+
+
 def _is_library_frame(filename: str) -> bool:
+    """Frames of commlab, torch, the standard library and installed packages: not the student's."""
     path = os.path.abspath(filename)
-    return path.startswith(_PACKAGE_DIR) or path.startswith(_TORCH_DIR)
+    return path.startswith(_LIBRARY_DIRS) or "site-packages" in path

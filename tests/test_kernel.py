@@ -1,0 +1,139 @@
+"""commlab.run as a student meets it: cells executed in a real Jupyter kernel."""
+
+from __future__ import annotations
+
+import textwrap
+
+from conftest import Kernel, wait_for_no_children
+
+EXAMPLE = textwrap.dedent("""
+    def example(rank, world_size):
+        tensor = torch.ones(1, 5) * rank
+        print(f"Rank {rank} before reduce: {tensor.tolist()}")
+        dist.reduce(tensor, dst=0, op=dist.ReduceOp.SUM)
+        if rank == 0:
+            print(f"Rank {rank} after reduce (sum): {tensor.tolist()}")
+        return tensor
+    commlab.run(example, world_size=4)
+""")
+
+
+def test_function_defined_in_a_cell_runs_on_four_ranks_in_rank_order(kernel: Kernel):
+    first = kernel.execute(EXAMPLE)
+    assert first.status == "ok", first.error
+    shown = "".join(first.text)
+    positions = [shown.index(f"── rank {r} ──") for r in range(4)]
+    assert positions == sorted(positions)
+    assert "Rank 0 after reduce (sum): [[6.0, 6.0, 6.0, 6.0, 6.0]]" in shown
+    assert "Rank 3 before reduce: [[3.0, 3.0, 3.0, 3.0, 3.0]]" in shown
+    assert first.stderr == ""
+    assert 'rank 3</div>' in "".join(first.html)
+    again = [kernel.execute(EXAMPLE) for _ in range(3)]
+    assert all(run.text == first.text and run.html == first.html for run in again)
+
+
+def test_closures_lambdas_and_notebook_globals_reach_the_ranks(kernel: Kernel):
+    run = kernel.execute(textwrap.dedent("""
+        SCALE = 10
+        def make(offset):
+            def body(rank, world_size):
+                return torch.tensor([rank * SCALE + offset])
+            return body
+        closure = commlab.run(make(3), 3).returns
+        lam = commlab.run(lambda rank, world_size, k: rank * k, 2, args=(7,)).returns
+        print([t.item() for t in closure], lam)
+    """))
+    assert run.status == "ok", run.error
+    assert run.stdout.strip() == "[3, 13, 23] [0, 7]"
+
+
+def test_rank_that_raises_is_named_with_its_own_cell_line(kernel: Kernel):
+    run = kernel.execute(textwrap.dedent("""
+        def broken(rank, world_size):
+            print(f"rank {rank} got here")
+            if rank == 2:
+                raise ValueError("rank two is unhappy")
+            dist.barrier()
+        commlab.run(broken, world_size=4)
+    """))
+    assert run.status == "error"
+    assert run.error["ename"] == "RankError"
+    message = run.error["evalue"]
+    assert "Rank 2 raised" in message
+    assert 'raise ValueError("rank two is unhappy")' in message
+    assert "Cell In[" in message
+    assert "ranks 0, 1, 3 stopped in barrier #1" in message
+    assert "rank 1 got here" in message  # the other ranks' output is kept
+    assert wait_for_no_children(kernel) == []
+
+
+def test_shape_mismatch_abort_names_the_rank_the_signal_and_the_cause(kernel: Kernel):
+    run = kernel.execute(textwrap.dedent("""
+        def mismatch(rank, world_size):
+            tensor = torch.ones(1000 if rank == 1 else 10)
+            dist.all_reduce(tensor)
+        try:
+            commlab.run(mismatch, world_size=2)
+        except commlab.RankCrashed as err:
+            print(sorted(err.signals.items()))
+            print(err)
+    """))
+    assert run.status == "ok", run.error
+    assert "SIGABRT" in run.stdout
+    assert "while in all_reduce #1" in run.stdout
+    assert "different shapes or dtypes" in run.stdout
+    assert wait_for_no_children(kernel) == []
+
+
+def test_skipped_collective_is_reported_within_the_timeout(kernel: Kernel):
+    run = kernel.execute(textwrap.dedent("""
+        def extra(rank, world_size):
+            tensor = torch.ones(2)
+            dist.all_reduce(tensor)
+            if rank == 3:
+                dist.all_reduce(tensor)
+        commlab.run(extra, world_size=4, timeout=3)
+    """))
+    assert run.status == "error"
+    assert run.error["ename"] == "CollectiveTimeout"
+    assert "rank 3 is still in all_reduce #2" in run.error["evalue"]
+    assert "ranks 0-2 finished" in run.error["evalue"]
+    assert run.seconds < 3 + 5
+    assert wait_for_no_children(kernel) == []
+
+
+def test_success_leaves_nothing_on_stderr_even_with_warnings(kernel: Kernel):
+    run = kernel.execute(textwrap.dedent("""
+        import warnings
+        def noisy(rank, world_size):
+            warnings.warn("a worker warning")
+            tensor = torch.ones(3)
+            dist.all_reduce(tensor)
+            return tensor.sum().item()
+        result = commlab.run(noisy, 4, debug=True)
+        print(result.returns, len(result.warnings[0]))
+    """))
+    assert run.status == "ok", run.error
+    assert run.stderr == ""
+    assert run.stdout.strip() == "[12.0, 12.0, 12.0, 12.0] 1"
+
+
+def test_interrupt_stops_every_rank():
+    kernel = Kernel()
+    try:
+        kernel.execute("import torch, torch.distributed as dist, commlab")
+        run = kernel.execute(textwrap.dedent("""
+            import time
+            def slow(rank, world_size):
+                dist.barrier()
+                time.sleep(60)
+            commlab.run(slow, world_size=4, timeout=120)
+        """), timeout=60, interrupt_after=4)
+        assert run.status == "error"
+        assert run.error["ename"] == "KeyboardInterrupt"
+        assert run.seconds < 30
+        assert wait_for_no_children(kernel) == []
+        after = kernel.execute("print(commlab.run(lambda rank, world_size: rank, 2).returns)")
+        assert after.stdout.strip() == "[0, 1]"
+    finally:
+        kernel.shutdown()
