@@ -1,0 +1,210 @@
+"""commlab.run from plain Python: arguments, capture, results, failures, and what is left behind."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import psutil
+import pytest
+import torch
+import torch.distributed as dist
+
+import commlab
+
+
+def _children() -> list[psutil.Process]:
+    """This process's descendants, less multiprocessing's long-lived helper processes."""
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            cmdline = " ".join(proc.cmdline())
+        except psutil.Error:
+            continue
+        if "forkserver" not in cmdline and "resource_tracker" not in cmdline:
+            found.append(proc)
+    return found
+
+
+# --- arguments are checked before anything starts ----------------------------------------------
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(fn=42), TypeError, "needs a function"),
+    (dict(world_size="4"), TypeError, "whole number of ranks"),
+    (dict(world_size=True), TypeError, "whole number of ranks"),
+    (dict(world_size=0), ValueError, "at least 1"),
+    (dict(world_size=-2), ValueError, "at least 1"),
+    (dict(args=[1]), TypeError, "args=(value,)"),
+    (dict(timeout=0), ValueError, "positive number of seconds"),
+    (dict(timeout=float("inf")), ValueError, "positive number of seconds"),
+    (dict(backend="mpi"), ValueError, "'auto', 'gloo' or 'nccl'"),
+    (dict(args=(threading.Lock(),)), TypeError, "can't be sent to the ranks"),
+])
+def test_bad_arguments_are_refused_before_any_process_starts(kwargs, error, words):
+    before = {p.pid for p in _children()}
+    call = dict(fn=lambda rank, world_size, *a: None, world_size=2) | kwargs
+    with pytest.raises(error, match=None) as caught:
+        commlab.run(call.pop("fn"), **call)
+    assert words in str(caught.value)
+    assert {p.pid for p in _children()} == before
+
+
+@pytest.mark.skipif(torch.cuda.device_count() >= 4, reason="this machine has 4 GPUs")
+def test_nccl_without_enough_gpus_is_refused_with_what_to_do():
+    with pytest.raises(ValueError, match="needs one GPU per rank") as caught:
+        commlab.run(lambda rank, world_size: None, 4, backend="nccl")
+    assert "backend='auto'" in str(caught.value)
+
+
+def test_auto_backend_is_gloo_on_the_cpu_and_device_says_so():
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("enough GPUs for NCCL")
+    result = commlab.run(lambda rank, world_size: str(commlab.device()), 2)
+    assert result.backend == "gloo"
+    assert result.returns == ["cpu", "cpu"]
+
+
+def test_device_outside_a_rank_explains_itself():
+    with pytest.raises(commlab.CommlabError, match="only works inside"):
+        commlab.device()
+
+
+# --- what comes back ----------------------------------------------------------------------------
+
+def _talk(rank, world_size):
+    print(f"python print from {rank}")
+    print(f"to stderr from {rank}", file=sys.stderr)
+    os.write(1, f"raw fd write from {rank}\n".encode())
+    return {"rank": rank, "tensor": torch.arange(3) + rank}
+
+
+def test_each_rank_output_and_return_come_back_in_rank_order():
+    result = commlab.run(_talk, 3)
+    for rank in range(3):
+        assert f"python print from {rank}" in result.stdout[rank]
+        assert f"raw fd write from {rank}" in result.stdout[rank]
+        assert result.stderr[rank] == f"to stderr from {rank}\n"
+        assert result.returns[rank]["rank"] == rank
+        assert torch.equal(result.returns[rank]["tensor"], torch.arange(3) + rank)
+    text = repr(result)
+    assert text.index("── rank 0 ──") < text.index("── rank 1 ──") < text.index("── rank 2 ──")
+    assert repr(commlab.run(_talk, 3)) == text
+
+
+def test_a_return_that_cannot_be_sent_back_is_a_clear_rank_error():
+    with pytest.raises(commlab.RankError, match="can't be sent back") as caught:
+        commlab.run(lambda rank, world_size: threading.Lock() if rank == 1 else rank, 2)
+    assert caught.value.ranks == [1]
+
+
+def test_huge_output_is_cut_not_lost_track_of():
+    result = commlab.run(lambda rank, world_size: print("x" * (3 << 20)), 1)
+    assert len(result.stdout[0]) < (1 << 20) + 200
+    assert "more bytes of stdout not kept" in result.stdout[0]
+
+
+def test_function_can_init_the_process_group_itself_from_the_environment():
+    def by_hand(rank, world_size):
+        dist.init_process_group("gloo")
+        tensor = torch.tensor([rank + 1])
+        dist.all_reduce(tensor)
+        seen = (os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["MASTER_ADDR"],
+                os.environ["MASTER_PORT"].isdigit(), tensor.item())
+        dist.destroy_process_group()
+        return seen
+
+    result = commlab.run(by_hand, 3, init_process_group=False)
+    assert result.returns == [(str(r), "3", "127.0.0.1", True, 6) for r in range(3)]
+    assert [c.op for c in result.trace[0]] == ["all_reduce"]
+
+
+def test_notebook_environment_reaches_the_ranks(monkeypatch):
+    monkeypatch.setenv("COMMLAB_TEST_VALUE", "from the notebook")
+    result = commlab.run(lambda rank, world_size: os.environ["COMMLAB_TEST_VALUE"], 2)
+    assert result.returns == ["from the notebook"] * 2
+
+
+def test_run_inside_a_rank_is_refused():
+    with pytest.raises(commlab.RankError, match="called inside a rank"):
+        commlab.run(lambda rank, world_size: commlab.run(print, 2), 2)
+
+
+# --- failures ------------------------------------------------------------------------------------
+
+def test_sys_exit_in_a_rank_is_reported_as_that_rank_raising():
+    with pytest.raises(commlab.RankError, match="SystemExit") as caught:
+        commlab.run(lambda rank, world_size: sys.exit(3) if rank == 1 else dist.barrier(), 3)
+    assert caught.value.ranks == [1]
+
+
+def test_a_rank_that_kills_its_own_process_is_a_crash_with_its_exit_code():
+    with pytest.raises(commlab.RankCrashed) as caught:
+        commlab.run(lambda rank, world_size: os._exit(7) if rank == 0 else dist.barrier(), 2)
+    assert caught.value.signals == {0: "exit code 7"}
+    assert "Rank 0 died" in str(caught.value)
+
+
+def test_an_endless_loop_outside_collectives_is_stopped_and_said_so():
+    def spin(rank, world_size):
+        dist.barrier()
+        while rank == 1:
+            pass
+
+    with pytest.raises(commlab.CollectiveTimeout) as caught:
+        commlab.run(spin, 2, timeout=2)
+    assert caught.value.waiting[0] == "finished"
+    assert caught.value.waiting[1].startswith("running its own code")
+    assert "barrier #1" in caught.value.waiting[1]
+    assert "endless loop" in str(caught.value)
+
+
+def test_debug_turns_a_hang_into_an_immediate_mismatch_error():
+    def extra(rank, world_size):
+        tensor = torch.ones(2)
+        if rank == 0:
+            dist.all_reduce(tensor)
+        dist.broadcast(tensor, src=0)
+
+    with pytest.raises(commlab.RankError, match="mismatch between collectives") as caught:
+        commlab.run(extra, 2, debug=True, timeout=8)
+    assert not isinstance(caught.value, commlab.CollectiveTimeout)
+
+
+# --- nothing left behind ------------------------------------------------------------------------
+
+def _listening_ports() -> set[int]:
+    conns = psutil.Process().net_connections(kind="tcp")
+    return {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN}
+
+
+def _temp_entries() -> set[str]:
+    entries = set()
+    for folder in ("/tmp", "/dev/shm"):
+        if os.path.isdir(folder):
+            entries |= {os.path.join(folder, name) for name in os.listdir(folder)}
+    return entries
+
+
+@pytest.mark.slow
+def test_fifty_runs_in_a_row_leave_no_process_file_port_or_descriptor():
+    def work(rank, world_size):
+        tensor = torch.ones(4) * rank
+        dist.all_reduce(tensor)
+        if rank == 3 and world_size == 4 and tensor[0] < 0:
+            raise AssertionError("unreachable")
+        return tensor
+
+    commlab.run(work, 4)  # the forkserver and resource tracker start once, on the first run
+    fds, temps, ports = psutil.Process().num_fds(), _temp_entries(), _listening_ports()
+    for i in range(50):
+        result = commlab.run(work, 4)
+        assert result.returns[i % 4].tolist() == [6.0] * 4
+    try:
+        commlab.run(lambda rank, world_size: 1 / 0, 2)
+    except commlab.RankError:
+        pass
+    assert _children() == []
+    assert psutil.Process().num_fds() == fds
+    assert _temp_entries() - temps == set()
+    assert _listening_ports() - ports == set()
