@@ -21,9 +21,10 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from multiprocessing import connection
-from typing import Any, Callable
+from typing import Any
 
 import cloudpickle
 import torch

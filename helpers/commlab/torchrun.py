@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist

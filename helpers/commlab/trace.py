@@ -20,7 +20,8 @@ import functools
 import inspect
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

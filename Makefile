@@ -1,0 +1,34 @@
+# Two commands do all the set-up on a fresh machine:
+#   make lab    create .venv if needed, then start JupyterLab on the course
+#   make test   create .venv if needed, then run every test
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup lab test lint bench clean
+
+setup: $(STAMP)
+
+# Reinstalls whenever the pins or the package metadata change.
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		--no-build-isolation -e .
+	touch $(STAMP)
+
+lab: setup
+	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+lint: setup
+	$(BIN)/ruff check helpers tests bench
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python bench/launch_bench.py
+
+clean:
+	rm -rf $(VENV) helpers/*.egg-info
