@@ -90,7 +90,7 @@ class Kernel:
 
     def shutdown(self) -> None:
         self.client.stop_channels()
-        self.manager.shutdown_kernel(now=True)
+        self.manager.shutdown_kernel()
 
 
 @pytest.fixture(scope="module")
