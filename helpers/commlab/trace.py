@@ -228,8 +228,11 @@ class Recorder:
             if name in ("recv", "irecv") and call.root is None and isinstance(out, int):
                 call.root = out
                 call.received_from = {out: call.received_from.pop(-1, 0)}
-            if self.keep_values and not call.async_op and name not in ("isend", "irecv",
-                                                                       "batch_isend_irecv"):
+            if self.keep_values:
+                if call.async_op or name in ("isend", "irecv", "batch_isend_irecv"):
+                    # the values are there only once the work is waited for
+                    return _after_wait(out, lambda: call.after or call.after.update(
+                        _snapshot(bound.arguments)))
                 call.after = _snapshot(bound.arguments)
             return out
 
@@ -291,11 +294,47 @@ def _nbytes(value: Any) -> int:
     return 0
 
 
+class _WaitRecorder:
+    """A work handle that, once waited for, records the call's values after it completed.
+    Everything else is the wrapped handle's own."""
+
+    def __init__(self, work: Any, on_done: Callable[[], Any]):
+        self._work, self._on_done = work, on_done
+
+    def wait(self, *args, **kwargs):
+        finished = self._work.wait(*args, **kwargs)
+        self._on_done()
+        return finished
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._work, name)
+
+
+def _after_wait(out: Any, on_done: Callable[[], Any]) -> Any:
+    """Wrap the work handle(s) an async call returned; the values are recorded after the last
+    wait (for ``batch_isend_irecv``, after every handle of the batch was waited for)."""
+    if isinstance(out, list) and out:
+        pending = set(range(len(out)))
+
+        def one_done(i: int) -> None:
+            pending.discard(i)
+            if not pending:
+                on_done()
+
+        return [_WaitRecorder(w, lambda i=i: one_done(i)) for i, w in enumerate(out)]
+    if out is None or isinstance(out, list):
+        return out
+    return _WaitRecorder(out, on_done)
+
+
 def _snapshot(arguments: dict[str, Any]) -> dict[str, Any]:
     def copy(t: torch.Tensor) -> torch.Tensor | None:
         return t.detach().to("cpu", copy=True) if t.numel() <= VALUE_LIMIT else None
 
     shot: dict[str, Any] = {}
+    ops = arguments.get("p2p_op_list")
+    if isinstance(ops, list) and all(hasattr(op, "tensor") for op in ops):
+        shot["tensors"] = [copy(op.tensor) for op in ops]
     for key, value in arguments.items():
         if isinstance(value, torch.Tensor):
             shot[key] = copy(value)
