@@ -30,16 +30,32 @@ def device():
     return found
 
 
+# The pictures need matplotlib, which the ranks never do: load them on first use, so that
+# starting a rank stays cheap.
+_LAZY = {"draw": "draw", "DrawError": "draw", "draw_ring": "draw_ring"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'commlab' has no attribute {name!r}")
+
+
 __all__ = [
     "Call",
     "CollectiveTimeout",
     "CommlabError",
     "DEFAULT_TIMEOUT",
+    "DrawError",
     "RankCrashed",
     "RankError",
     "RunResult",
     "TensorInfo",
     "choose_backend",
     "device",
+    "draw",
+    "draw_ring",
     "run",
 ]
