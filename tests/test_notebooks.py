@@ -1,0 +1,82 @@
+"""The course's notebooks: generated exactly by nbgrader, graded honestly both ways, no leaks.
+
+(The solutions' stored outputs are checked by nbval: `pytest --nbval solutions/`, part of
+`make test`.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "grader"))
+import course  # noqa: E402
+
+CHAPTERS = course.chapters()
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["cells"]
+
+
+def test_every_chapter_has_a_student_notebook_and_nothing_else_is_there():
+    released = sorted(p.name for p in (ROOT / "notebooks").iterdir() if p.is_dir())
+    assert released == CHAPTERS
+    assert CHAPTERS, "no chapters found in solutions/"
+
+
+def test_student_notebooks_are_exactly_what_nbgrader_generates(tmp_path):
+    generated = course.generate_into(tmp_path)
+    for name in CHAPTERS:
+        ours = ROOT / "notebooks" / name / f"{name}.ipynb"
+        theirs = generated / name / f"{name}.ipynb"
+        assert ours.read_bytes() == theirs.read_bytes(), (
+            f"notebooks/{name} differs from what nbgrader generates: "
+            "run `.venv/bin/python grader/course.py generate`")
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_student_notebook_leaks_no_answer_or_hidden_test_and_has_no_outputs(name):
+    solution_cells = _cells(ROOT / "solutions" / name / f"{name}.ipynb")
+    student_text = (ROOT / "notebooks" / name / f"{name}.ipynb").read_text()
+    secret, visible = [], []
+    block = re.compile(r"### BEGIN (HIDDEN TESTS|SOLUTION)\n(.*?)### END \1", re.S)
+    for cell in solution_cells:
+        source = "".join(cell["source"])
+        for _, text in block.findall(source):
+            secret += [ln.strip() for ln in text.splitlines() if len(ln.strip()) > 12]
+        visible.append(block.sub("", source))
+    assert "### BEGIN" not in student_text
+    # a line that also stands in a visible part of the chapter gives nothing away
+    visible_text = "\n".join(visible)
+    leaked = [line for line in secret
+              if line not in visible_text and json.dumps(line)[1:-1] in student_text]
+    assert leaked == []
+    student_cells = _cells(ROOT / "notebooks" / name / f"{name}.ipynb")
+    assert all(not cell.get("outputs") for cell in student_cells if cell["cell_type"] == "code")
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_solution_passes_every_test_cell(name):
+    assert course.validate(ROOT / "solutions" / name / f"{name}.ipynb") == []
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_student_stubs_pass_no_test_cell(name):
+    assert course.validate(ROOT / "notebooks" / name / f"{name}.ipynb", invert=True) == []
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_chapter_has_graded_exercises_with_hidden_tests_that_vary_world_size(name):
+    cells = _cells(ROOT / "solutions" / name / f"{name}.ipynb")
+    graded = [c for c in cells if c["metadata"].get("nbgrader", {}).get("grade")]
+    assert len(graded) >= (1 if name.startswith("00") else 2)
+    for cell in graded:
+        source = "".join(cell["source"])
+        assert source.startswith('"""'), "a test cell opens with a docstring saying what it checks"
+        assert "### BEGIN HIDDEN TESTS" in source
