@@ -10,6 +10,7 @@ change with ``python tests/make_baselines.py`` and look at every PNG before comm
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.testing.compare import compare_images  # noqa: E402
 
 import commlab  # noqa: E402
-from commlab.draw import (  # noqa: E402
+from commlab.drawing import (  # noqa: E402
     COMBINED_COLOR,
     DPI,
     FIGSIZE,
@@ -35,8 +36,8 @@ from commlab.draw import (  # noqa: E402
     draw,
     format_value,
 )
-from commlab.draw_ring import draw_ring  # noqa: E402
 from commlab.palette import RANK_COLORS  # noqa: E402
+from commlab.ring import draw_ring  # noqa: E402
 
 BASELINES = Path(__file__).parent / "baseline_images"
 # RMS difference allowed between a drawing and its baseline. Same matplotlib and FreeType give
@@ -645,13 +646,24 @@ def test_same_run_gives_the_same_image_bytes(runs):
 
 
 def test_drawing_needs_neither_pyplot_nor_a_backend_switch():
-    code = ("import sys, commlab.draw, commlab.draw_ring; "
+    code = ("import sys, commlab; commlab.draw, commlab.draw_ring; "
             "print('matplotlib.pyplot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
-    source = (Path(commlab.__file__).parent / "draw.py").read_text()
-    assert "matplotlib.use(" not in source
+    for module in ("drawing.py", "picture.py", "render.py", "ring.py"):
+        source = (Path(commlab.__file__).parent / module).read_text()
+        code_lines = re.findall(r"^\s*(?:import matplotlib\.pyplot|from matplotlib import pyplot"
+                                r"|matplotlib\.use\().*$", source, re.M)
+        assert code_lines == [], module
+
+
+def test_draw_stays_a_function_however_often_it_is_used():
+    import commlab.drawing  # noqa: F401 - importing the module must not shadow the function
+
+    for _ in range(2):
+        assert callable(commlab.draw) and callable(commlab.draw_ring)
+    assert commlab.DrawError.__name__ == "DrawError"
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -32,7 +32,7 @@ def device():
 
 # The pictures need matplotlib, which the ranks never do: load them on first use, so that
 # starting a rank stays cheap.
-_LAZY = {"draw": "draw", "DrawError": "draw", "draw_ring": "draw_ring"}
+_LAZY = {"draw": "drawing", "DrawError": "picture", "draw_ring": "ring"}
 
 
 def __getattr__(name):

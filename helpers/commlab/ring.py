@@ -20,7 +20,10 @@ import matplotlib as mpl
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from .draw import (
+from .drawing import check_result
+from .palette import rank_color
+from .picture import DrawError, Message, Piece, Segment, _made, p2p_messages
+from .render import (
     _STYLE,
     COMBINED_COLOR,
     COMBINED_HATCH,
@@ -29,23 +32,15 @@ from .draw import (
     MUTED_COLOR,
     PANEL_COLOR,
     TEXT_COLOR,
-    DrawError,
-    Message,
-    Piece,
-    Segment,
-    _made,
     cell_values,
-    check_result,
     draw_legend,
     draw_title,
     fit_text,
     new_figure,
-    p2p_messages,
     rank_badge,
     text_color,
     value_size,
 )
-from .palette import rank_color
 
 # A chunk with more elements than this is drawn as one box naming its dtype and shape.
 MAX_CHUNK_CELLS = 8
