@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab test lint bench clean
+.PHONY: setup lab test lint bench bench-grade generate validate grade clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,21 @@ test: lint
 
 bench: setup
 	$(BIN)/python bench/launch_bench.py
+
+bench-grade: setup
+	$(BIN)/python bench/grade_bench.py
+
+# The instructor's commands (README, "Grading").
+generate: setup
+	$(BIN)/python grader/course.py generate
+
+validate: setup
+	$(BIN)/python grader/course.py validate
+
+grade: setup
+	@test -n "$(SUBMISSIONS)" -a -n "$(OUT)" || \
+		{ echo "usage: make grade SUBMISSIONS=<folder or zip> OUT=<folder>"; exit 2; }
+	$(BIN)/python grader/autograde.py "$(SUBMISSIONS)" "$(OUT)" $(GRADE_FLAGS)
 
 clean:
 	rm -rf $(VENV) helpers/*.egg-info
