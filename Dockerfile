@@ -17,17 +17,19 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends make util-linux iproute2 \
     && rm -rf /var/lib/apt/lists/*
 
-RUN useradd --create-home --uid 1000 student
+RUN useradd --create-home --uid 1000 student \
+    && install -d -o student -g student /home/student/course
 WORKDIR /home/student/course
 
-# Dependencies first, so that editing a notebook does not reinstall torch.
-COPY --chown=student:student requirements.txt pyproject.toml ./
+# Dependencies first, so that editing a notebook does not reinstall torch. `make setup` builds
+# the same .venv from requirements.txt as on a laptop, so `make test` and `make grade` work in
+# the container too, even with --network none.
+COPY --chown=student:student requirements.txt pyproject.toml Makefile ./
 COPY --chown=student:student helpers ./helpers
-RUN python -m pip install -r requirements.txt \
-    && python -m pip install --no-deps --no-build-isolation -e .
+USER 1000
+RUN make setup
 
 COPY --chown=student:student . .
-USER 1000
 
 EXPOSE 8888
-CMD ["jupyter", "lab", "--ip=0.0.0.0", "--no-browser", "--notebook-dir=notebooks"]
+CMD [".venv/bin/jupyter", "lab", "--ip=0.0.0.0", "--no-browser", "--notebook-dir=notebooks"]
