@@ -20,6 +20,7 @@ class CellRun:
     stderr: str = ""
     text: list[str] = field(default_factory=list)  # text/plain of results and displays
     html: list[str] = field(default_factory=list)
+    images: list[str] = field(default_factory=list)  # base64 PNGs
     error: dict | None = None
     seconds: float = 0.0
 
@@ -66,6 +67,8 @@ class Kernel:
             elif kind in ("execute_result", "display_data"):
                 run.text.append(content["data"].get("text/plain", ""))
                 run.html.append(content["data"].get("text/html", ""))
+                if "image/png" in content["data"]:
+                    run.images.append(content["data"]["image/png"])
             elif kind == "error":
                 run.error = content
             elif kind == "status" and content["execution_state"] == "idle":

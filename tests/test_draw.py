@@ -674,3 +674,15 @@ def test_image_matches_baseline(case, tmp_path):
     save_case(case, actual)
     failure = compare_images(str(baseline), str(actual), tol=TOLERANCE)
     assert failure is None, failure
+
+
+def test_a_drawing_shows_as_an_image_in_a_notebook(kernel):
+    run = kernel.execute(
+        "import torch, torch.distributed as dist, commlab\n"
+        "def example(rank, world_size):\n"
+        "    tensor = torch.ones(2) * rank\n"
+        "    dist.broadcast(tensor, src=0)\n"
+        "commlab.draw(commlab.run(example, 2))")
+    assert run.status == "ok", run.error
+    assert run.stderr == ""
+    assert len(run.images) == 1 and run.images[0].startswith("iVBOR")  # one PNG

@@ -61,9 +61,19 @@ def test_student_notebook_leaks_no_answer_or_hidden_test_and_has_no_outputs(name
     assert all(not cell.get("outputs") for cell in student_cells if cell["cell_type"] == "code")
 
 
-@pytest.mark.parametrize("name", CHAPTERS)
-def test_solution_passes_every_test_cell(name):
-    assert course.validate(ROOT / "solutions" / name / f"{name}.ipynb") == []
+def test_validate_passes_a_solution_and_fails_when_a_test_cell_fails(tmp_path):
+    # every solution's test cells also run under nbval (any error or stderr fails it there); this
+    # checks that the instructor's validate command tells a pass from a failure
+    name = CHAPTERS[0]
+    solution = ROOT / "solutions" / name / f"{name}.ipynb"
+    assert course.validate(solution) == []
+    broken = json.loads(solution.read_text())
+    answer = next(c for c in broken["cells"]
+                  if c["metadata"].get("nbgrader", {}).get("solution"))
+    answer["source"] = "".join(answer["source"]).replace("return", "return None and ", 1)
+    (tmp_path / f"{name}.ipynb").write_text(json.dumps(broken))
+    problems = course.validate(tmp_path / f"{name}.ipynb")
+    assert problems and all("test cell failed" in p for p in problems)
 
 
 @pytest.mark.parametrize("name", CHAPTERS)

@@ -459,6 +459,13 @@ class _Launch:
                 "Check that every rank calls the same collectives in the same order (an `if rank "
                 "== ...` around a collective is the usual culprit), or run with debug=True to "
                 "have mismatched calls reported at once.")
+        point_to_point = ("send", "recv", "isend", "irecv", "batch_isend_irecv")
+        if stuck and all(text.split()[1] in point_to_point for text, _ in stuck):
+            hint = ("A send completes only when its peer posts the matching recv (and the other "
+                    "way round). Check that every send has a recv on the rank it names, in an "
+                    "order both ranks reach: two ranks that both send first wait for each other "
+                    "forever. Alternate by rank parity, or use isend/irecv or "
+                    "batch_isend_irecv.")
         if not stuck:
             hint = ("No rank was waiting in a collective: the function itself took longer than "
                     "the timeout (an endless loop?). Give run() a larger timeout if the work is "

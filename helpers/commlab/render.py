@@ -144,9 +144,27 @@ class PieceBox:
                 self.x + ((segment.stop - 1) % cols + 1) * self.cw)
 
 
+class RunFigure(Figure):
+    """A figure that shows itself in a notebook.
+
+    Built without pyplot, a plain Figure has no notebook display of its own (IPython registers
+    one only once pyplot is imported), so a cell ending in ``commlab.draw(result)`` would show
+    ``<Figure size ...>``. This one renders itself as a PNG.
+    """
+
+    def _repr_png_(self) -> bytes:
+        import io
+
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        buffer = io.BytesIO()
+        FigureCanvasAgg(self).print_png(buffer)
+        return buffer.getvalue()
+
+
 def new_figure() -> tuple[Figure, Any]:
     """A blank figure of the fixed size with one axes measured in inches."""
-    fig = Figure(figsize=FIGSIZE, dpi=DPI)
+    fig = RunFigure(figsize=FIGSIZE, dpi=DPI)
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, FIGSIZE[0])
     ax.set_ylim(0, FIGSIZE[1])
