@@ -36,9 +36,12 @@ from .result import RunResult
 from .trace import OPS
 
 DEFAULT_TIMEOUT = 10.0
-# After one rank fails, the others get this long to report their own errors before they are
-# stopped: enough for every rank to hit the same bug, short enough to feel immediate.
+# After a rank fails, the others get time to report their own errors before they are stopped:
+# until no report came for GRACE_AFTER_FAILURE seconds while every rank left is waiting in a
+# call (a rank still running its own code may be about to fail the same way), and never more
+# than GRACE_MAX seconds. Enough for every rank to hit the same bug, even on a loaded machine.
 GRACE_AFTER_FAILURE = 0.5
+GRACE_MAX = 3.0
 # Output kept per rank and stream; the rest is counted, not stored.
 OUTPUT_LIMIT = 1 << 20
 # Workers are modules the forkserver imports once, so each rank starts with torch loaded.
@@ -328,11 +331,19 @@ class _Launch:
             for stream, reader in state.readers.items():
                 waiting[reader] = (state, stream)
         deadline = time.monotonic() + self.timeout
+        first_failure = last_news = None
         while not all(s.report or s.dead for s in self.ranks):
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            if first_failure is not None:
+                quiet = now - last_news >= GRACE_AFTER_FAILURE and not self._busy()
+                if quiet or now - first_failure >= GRACE_MAX:
+                    return
+            remaining = deadline - now
             if remaining <= 0:
                 self.timed_out = not self._failed()
                 return
+            if first_failure is not None:
+                remaining = min(remaining, 0.05)  # look at the ranks' phases again soon
             for ready in connection.wait(list(waiting), timeout=remaining):
                 state, kind = waiting[ready]
                 if kind in ("stdout", "stderr"):
@@ -351,8 +362,16 @@ class _Launch:
                     state.exitcode = state.process.exitcode
                     if state.exitcode is None:  # sentinel fired before join could see it
                         state.exitcode = -1
-            if self._failed():
-                deadline = min(deadline, time.monotonic() + GRACE_AFTER_FAILURE)
+                if kind in ("control", "exit"):
+                    last_news = time.monotonic()
+            if first_failure is None and self._failed():
+                first_failure = last_news = time.monotonic()
+
+    def _busy(self) -> bool:
+        """Whether a rank that has not reported is still running its own code."""
+        return any(not s.report and not s.dead
+                   and self.status[3 * s.rank] in (worker.STARTING, worker.RUNNING)
+                   for s in self.ranks)
 
     def _read(self, state: _Rank, stream: str, reader: Any) -> bool:
         try:
