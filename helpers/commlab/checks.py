@@ -36,12 +36,16 @@ def _context(world_size: int | None, context: dict[str, Any]) -> str:
 
 def run(fn: Callable[..., Any], world_size: int, *, args: tuple = (),
         timeout: float = GRADING_TIMEOUT, init_process_group: bool = True,
-        **context: Any) -> RunResult:
+        backend: str = "gloo", **context: Any) -> RunResult:
     """``commlab.run`` for test cells: a rank that raises, dies or hangs fails the test with the
-    world size and ``context`` in the message."""
+    world size and ``context`` in the message.
+
+    Grading runs on gloo by default, so that a class is graded the same on every machine, with
+    or without GPUs.
+    """
     try:
         return _run(fn, world_size, args=args, timeout=timeout,
-                    init_process_group=init_process_group)
+                    init_process_group=init_process_group, backend=backend)
     except CommlabError as err:
         raise AssertionError(
             f"Your code failed when run on {world_size} ranks{_context(None, context)}.\n"

@@ -507,7 +507,8 @@ class _Launch:
         for state in primary:
             if state.report:
                 text = report.format_traceback(state.report[1])
-                failures[state.rank] = f"{state.report[1]['type']}: {state.report[1]['message']}"
+                failures[state.rank] = (f"{state.report[1]['type']}: "
+                                        f"{report.shorten(state.report[1]['message'])}")
                 by_text.setdefault(text, []).append(state.rank)
             else:
                 where = self._where(state.rank)

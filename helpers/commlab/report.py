@@ -33,12 +33,15 @@ def is_peer_loss(message: str) -> bool:
 
 
 def _where(filename: str) -> str:
-    """``Cell In[4]`` for a notebook cell, else the file name, as IPython's tracebacks say."""
+    """``notebook cell`` for a notebook cell, else ``File "..."``.
+
+    IPython's own tracebacks say ``Cell In[4]``, but that number changes with every execution,
+    and a message that names it would differ between two runs of the same notebook.
+    """
     try:
         shell = get_ipython()  # type: ignore[name-defined]  # noqa: F821
-        label = shell.compile.format_code_name(filename)
-        if label:
-            return " ".join(label)
+        if shell.compile.format_code_name(filename):
+            return "notebook cell"
     except Exception:  # noqa: BLE001 - not in IPython
         pass
     return f'File "{filename}"'
@@ -55,11 +58,11 @@ def format_traceback(info: dict[str, Any]) -> str:
             lines.append(f"    {source}")
     if info.get("raised_inside"):
         lines.append(f"  (raised inside {info['raised_inside']})")
-    lines.append(f"{info['type']}: {_shorten(info['message'])}")
+    lines.append(f"{info['type']}: {shorten(info['message'])}")
     return "\n".join(lines)
 
 
-def _shorten(message: str) -> str:
+def shorten(message: str) -> str:
     """Drop the tensor-options dump that TORCH_DISTRIBUTED_DEBUG=DETAIL repeats in every
     fingerprint; the shapes and dtypes that differ are still named."""
     message = re.sub(r", TensorDeviceTypes=TensorOptions\(.*?memory_format=\([^)]*\)\)", "",
