@@ -309,7 +309,7 @@ class Grader:
         """Feedback HTML for one graded submission, without hidden tests or their tracebacks."""
         if outcome.autograded is None:
             return
-        job = outcome.autograded.parents[2]
+        job = outcome.autograded.parents[3]  # job/autograded/<student>/<chapter>/<nb>
         strip_for_feedback(outcome.autograded)
         subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", outcome.chapter,
                         "--student", outcome.student, "--force", "--log-level=ERROR"],
