@@ -61,7 +61,7 @@ def test_rank_that_raises_is_named_with_its_own_cell_line(kernel: Kernel):
     message = run.error["evalue"]
     assert "Rank 2 raised" in message
     assert 'raise ValueError("rank two is unhappy")' in message
-    assert "notebook cell, line 5, in broken" in message
+    assert "notebook cell, line 4, in broken" in message
     assert "ranks 0, 1, 3 stopped in barrier #1" in message
     assert "rank 1 got here" in message  # the other ranks' output is kept
     assert wait_for_no_children(kernel) == []
