@@ -162,7 +162,9 @@ def sandboxed(command: list[str], job: Path, hidden: list[Path], mount_point: Pa
     ``mount_point``, every path in ``hidden`` covered by an empty tmpfs, and all processes gone
     when the namespace's first process ends."""
     steps = ["ip link set lo up", f"mount --bind {_q(job)} {_q(mount_point)}"]
-    steps += [f"mount -t tmpfs tmpfs {_q(p)}" for p in hidden if p.exists()]
+    steps += [f"mount -t tmpfs tmpfs {_q(p)}" for p in hidden if p.is_dir()]
+    # the instructor's gradebook: grader/ itself holds only code the job needs
+    steps += [f"mount --bind /dev/null {_q(p)}" for p in hidden if p.is_file()]
     steps += [f"cd {_q(mount_point)}", "exec " + " ".join(_q(a) for a in command)]
     return ["unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
             "--map-root-user", "sh", "-c", " && ".join(steps)]
@@ -212,18 +214,19 @@ def _environment(job: Path) -> dict[str, str]:
 
 class Grader:
     def __init__(self, submissions: Path, out: Path, limit: float, use_sandbox: bool,
-                 cell_timeout: int = 30):
+                 cell_timeout: int = 30, db: Path = INSTRUCTOR_DB):
         self.out = out
         self.cell_timeout = cell_timeout
         self.limit = limit
         self.use_sandbox = use_sandbox
         self.scratch = Path(tempfile.mkdtemp(prefix="commlab-grading-"))
         self.submissions = submissions
-        hidden = [SOLUTIONS, GRADER, self.scratch, out.resolve()]
+        hidden = [SOLUTIONS, self.scratch, out.resolve()]
         if submissions.is_dir():
             hidden.append(submissions.resolve())
         # never cover the Python that runs the grading (a SUBMISSIONS folder above .venv...)
         self.hidden = [p for p in hidden if not Path(sys.prefix).resolve().is_relative_to(p)]
+        self.hidden.append(db)  # the instructor's gradebook
         self.template = self.scratch / "template"
 
     def prepare(self, needed: list[str]) -> None:
@@ -255,8 +258,8 @@ class Grader:
             outcome.status, outcome.notes = "missing", [f"unreadable notebook: {exc}"]
             return outcome
         log = job / "grading.log"
-        command = [sys.executable, "-m", "nbgrader", "autograde", chapter,
-                   "--student", student, "--force"]
+        command = [sys.executable, str(GRADER / "grade_job.py"), chapter, student,
+                   str(self.cell_timeout)]
         if self.use_sandbox:
             mount_point = Path(tempfile.mkdtemp(prefix="commlab-job-"))
             command = sandboxed(command, job, self.hidden, mount_point)
@@ -306,15 +309,10 @@ class Grader:
         return "tests tampered with" if tampered else "graded"
 
     def feedback(self, outcome: Outcome) -> None:
-        """Feedback HTML for one graded submission, without hidden tests or their tracebacks."""
+        """Copy the job's feedback page (hidden tests removed by grade_job.py) to OUT."""
         if outcome.autograded is None:
             return
         job = outcome.autograded.parents[3]  # job/autograded/<student>/<chapter>/<nb>
-        strip_for_feedback(outcome.autograded)
-        subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", outcome.chapter,
-                        "--student", outcome.student, "--force", "--log-level=ERROR"],
-                       cwd=job, env=_environment(job), stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
         page = job / "feedback" / outcome.student / outcome.chapter / f"{outcome.chapter}.html"
         if page.exists():
             target = self.out / "feedback" / outcome.student / f"{outcome.chapter}.html"
@@ -420,7 +418,7 @@ def grade_class(submissions: Path, out: Path, jobs: int, limit: float,
             print("warning: Linux namespaces are not available here, so student code runs "
                   "with network access and your rights; grade inside the Docker image with "
                   "--network none (see README).", file=sys.stderr)
-    grader = Grader(submissions, out, limit, use_sandbox, cell_timeout)
+    grader = Grader(submissions, out, limit, use_sandbox, cell_timeout, db)
     try:
         found = collect(submissions, grader.scratch)
         students = sorted({s for s, _ in found})

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import psutil
 import pytest
 from jupyter_client.manager import start_new_kernel
+from processes import descendants
 
 
 @dataclass
@@ -79,17 +80,8 @@ class Kernel:
         return run
 
     def children(self) -> list[psutil.Process]:
-        """The kernel's descendants, less multiprocessing's forkserver and resource tracker,
-        which start with the first run and live as long as the kernel."""
-        found = []
-        for proc in psutil.Process(self.pid).children(recursive=True):
-            try:
-                cmdline = " ".join(proc.cmdline())
-                if "forkserver" not in cmdline and "resource_tracker" not in cmdline:
-                    found.append(proc)
-            except psutil.Error:
-                pass
-        return found
+        """The kernel's descendants, less multiprocessing's long-lived helpers."""
+        return descendants(self.pid)
 
     def shutdown(self) -> None:
         self.client.stop_channels()
@@ -108,7 +100,7 @@ def kernel():
 def wait_for_no_children(kernel: Kernel, seconds: float = 5.0) -> list[psutil.Process]:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        left = [p for p in kernel.children() if p.is_running() and p.status() != "zombie"]
+        left = kernel.children()
         if not left:
             return []
         time.sleep(0.05)

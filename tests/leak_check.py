@@ -7,6 +7,7 @@ can't disturb the count; prints "clean" when no process, descriptor or port is l
 import psutil
 import torch
 import torch.distributed as dist
+from processes import descendants
 
 import commlab
 
@@ -15,19 +16,6 @@ def work(rank, world_size):
     tensor = torch.ones(4) * rank
     dist.all_reduce(tensor)
     return tensor
-
-
-def children():
-    """Descendants, less multiprocessing's forkserver and resource tracker (one per process)."""
-    found = []
-    for proc in psutil.Process().children(recursive=True):
-        try:
-            cmdline = " ".join(proc.cmdline())
-        except psutil.Error:
-            continue
-        if "forkserver" not in cmdline and "resource_tracker" not in cmdline:
-            found.append(proc)
-    return found
 
 
 def listening_ports():
@@ -45,7 +33,7 @@ if __name__ == "__main__":
         commlab.run(lambda rank, world_size: 1 / 0, 2)
     except commlab.RankError:
         pass
-    assert children() == [], children()
+    assert descendants() == [], descendants()
     assert psutil.Process().num_fds() == fds, (psutil.Process().num_fds(), fds)
     assert listening_ports() - ports == set(), listening_ports() - ports
     print("clean")

@@ -8,26 +8,12 @@ import sys
 import threading
 from pathlib import Path
 
-import psutil
 import pytest
 import torch
 import torch.distributed as dist
+from processes import descendants
 
 import commlab
-
-
-def _children() -> list[psutil.Process]:
-    """This process's descendants, less multiprocessing's long-lived helper processes."""
-    found = []
-    for proc in psutil.Process().children(recursive=True):
-        try:
-            cmdline = " ".join(proc.cmdline())
-        except psutil.Error:
-            continue
-        if "forkserver" not in cmdline and "resource_tracker" not in cmdline:
-            found.append(proc)
-    return found
-
 
 # --- arguments are checked before anything starts ----------------------------------------------
 
@@ -44,12 +30,12 @@ def _children() -> list[psutil.Process]:
     (dict(args=(threading.Lock(),)), TypeError, "can't be sent to the ranks"),
 ])
 def test_bad_arguments_are_refused_before_any_process_starts(kwargs, error, words):
-    before = {p.pid for p in _children()}
+    before = {p.pid for p in descendants()}
     call = dict(fn=lambda rank, world_size, *a: None, world_size=2) | kwargs
     with pytest.raises(error, match=None) as caught:
         commlab.run(call.pop("fn"), **call)
     assert words in str(caught.value)
-    assert {p.pid for p in _children()} == before
+    assert {p.pid for p in descendants()} == before
 
 
 @pytest.mark.skipif(torch.cuda.device_count() >= 4, reason="this machine has 4 GPUs")
