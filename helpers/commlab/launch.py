@@ -42,6 +42,9 @@ DEFAULT_TIMEOUT = 10.0
 # than GRACE_MAX seconds. Enough for every rank to hit the same bug, even on a loaded machine.
 GRACE_AFTER_FAILURE = 0.5
 GRACE_MAX = 3.0
+# ``timeout`` counts from the moment every rank is up (process started, group joined), so that a
+# slow start on a busy machine is not blamed on the student's code; starting has its own bound.
+STARTUP_LIMIT = 60.0
 # Output kept per rank and stream; the rest is counted, not stored.
 OUTPUT_LIMIT = 1 << 20
 # Workers are modules the forkserver imports once, so each rank starts with torch loaded.
@@ -330,19 +333,22 @@ class _Launch:
             waiting[state.process.sentinel] = (state, "exit")
             for stream, reader in state.readers.items():
                 waiting[reader] = (state, stream)
-        deadline = time.monotonic() + self.timeout
+        started_by = time.monotonic() + STARTUP_LIMIT
+        deadline = None
         first_failure = last_news = None
         while not all(s.report or s.dead for s in self.ranks):
             now = time.monotonic()
+            if deadline is None and self._all_up():
+                deadline = now + self.timeout
             if first_failure is not None:
                 quiet = now - last_news >= GRACE_AFTER_FAILURE and not self._busy()
                 if quiet or now - first_failure >= GRACE_MAX:
                     return
-            remaining = deadline - now
+            remaining = (deadline if deadline is not None else started_by) - now
             if remaining <= 0:
                 self.timed_out = not self._failed()
                 return
-            if first_failure is not None:
+            if first_failure is not None or deadline is None:
                 remaining = min(remaining, 0.05)  # look at the ranks' phases again soon
             for ready in connection.wait(list(waiting), timeout=remaining):
                 state, kind = waiting[ready]
@@ -366,6 +372,11 @@ class _Launch:
                     last_news = time.monotonic()
             if first_failure is None and self._failed():
                 first_failure = last_news = time.monotonic()
+
+    def _all_up(self) -> bool:
+        """Whether every rank has started its function (or already reported or died)."""
+        return all(s.report or s.dead or self.status[3 * s.rank] != worker.STARTING
+                   for s in self.ranks)
 
     def _busy(self) -> bool:
         """Whether a rank that has not reported is still running its own code."""
@@ -489,6 +500,9 @@ class _Launch:
             hint = ("No rank was waiting in a collective: the function itself took longer than "
                     "the timeout (an endless loop?). Give run() a larger timeout if the work is "
                     "really that long.")
+        if all(text == "starting up" for text in where.values()):
+            hint = (f"The ranks could not start within {STARTUP_LIMIT:g} s (a machine short of "
+                    "memory or processes?). Try fewer ranks, or restart the kernel.")
         message = (f"the ranks did not finish within {self.timeout:g} s and were stopped.\n"
                    + "\n".join(f"  {line}" for line in lines) + "\n" + hint
                    + _outputs_section(result))

@@ -121,4 +121,4 @@ def describe_position(phase: int, op: str | None, index: int) -> str:
         return "finished"
     if phase == FAILED:
         return "failed"
-    return "still starting up"
+    return "starting up"
