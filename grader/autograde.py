@@ -41,11 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from course import GRADER, SOLUTIONS, chapters, generate, nbgrader_environment
+from course import NOTEBOOKS as RELEASE
 
-GRADER = Path(__file__).resolve().parent
-ROOT = GRADER.parent
-SOLUTIONS = ROOT / "solutions"
-RELEASE = ROOT / "notebooks"
 INSTRUCTOR_DB = GRADER / "gradebook.db"
 
 # Outputs longer than this are cut in the graded notebook, so that a submission printing
@@ -75,10 +73,6 @@ class Outcome:
 
 
 # --- finding the submissions ---------------------------------------------------------------------
-
-def chapters() -> list[str]:
-    return sorted(p.name for p in SOLUTIONS.iterdir() if (p / f"{p.name}.ipynb").exists())
-
 
 def collect(source: Path, scratch: Path) -> dict[tuple[str, str], Path]:
     """(student, chapter) -> notebook, from a folder or a zip (see the module docstring)."""
@@ -203,8 +197,7 @@ def _kill_tree(process: subprocess.Popen) -> None:
 
 
 def _environment(job: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env = nbgrader_environment()
     env["JUPYTER_RUNTIME_DIR"] = str(job / ".runtime")
     env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     return env
@@ -356,13 +349,7 @@ def record_in_gradebook(outcomes: list[Outcome], needed: list[str], db: Path) ->
     from nbgrader.api import Gradebook, MissingEntry
 
     with tempfile.TemporaryDirectory() as release:
-        for chapter in needed:
-            subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", chapter,
-                            "--force", "--log-level=ERROR",
-                            f"--CourseDirectory.db_url=sqlite:///{db}",
-                            f"--CourseDirectory.release_directory={release}"],
-                           cwd=GRADER, check=True, env=_environment(GRADER),
-                           stdout=subprocess.DEVNULL)
+        generate(needed, db=db, release=Path(release))  # the gradebook must know the chapters
     with Gradebook(f"sqlite:///{db}") as gb, warnings.catch_warnings():
         # nbgrader's own add_submission trips a harmless SQLAlchemy autoflush warning
         warnings.simplefilter("ignore")

@@ -29,23 +29,28 @@ def chapters() -> list[str]:
                   if p.is_dir() and (p / f"{p.name}.ipynb").exists())
 
 
-def generate(names: list[str] | None = None, root: Path = ROOT) -> None:
+def generate(names: list[str] | None = None, root: Path = ROOT, db: Path | None = None,
+             release: Path | None = None) -> None:
     """Run ``nbgrader generate_assignment`` for each chapter of the course at ``root``.
 
-    The gradebook nbgrader insists on is kept in a temporary folder: generating the student
-    notebooks must not depend on, or change, any instructor's gradebook.
+    Without ``db`` the gradebook nbgrader insists on is kept in a temporary folder: generating
+    the student notebooks must not depend on, or change, any instructor's gradebook. ``release``
+    sends the student notebooks elsewhere than ``notebooks/`` (when only the gradebook is
+    wanted).
     """
     with tempfile.TemporaryDirectory() as scratch:
+        options = [f"--CourseDirectory.root={root}",
+                   f"--CourseDirectory.db_url=sqlite:///{db or Path(scratch) / 'gradebook.db'}"]
+        if release is not None:
+            options.append(f"--CourseDirectory.release_directory={release}")
         for name in names or chapters():
             subprocess.run(
                 [sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force",
-                 f"--CourseDirectory.root={root}",
-                 f"--CourseDirectory.db_url=sqlite:///{scratch}/gradebook.db",
-                 "--log-level=WARN"],
-                cwd=GRADER, check=True, env=_environment())
+                 *options, "--log-level=WARN"],
+                cwd=GRADER, check=True, env=nbgrader_environment())
 
 
-def _environment() -> dict[str, str]:
+def nbgrader_environment() -> dict[str, str]:
     """nbgrader runs helper programs (alembic) by name: find them beside this Python."""
     bin_dir = os.path.dirname(sys.executable)
     return dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
