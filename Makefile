@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab test lint bench bench-grade generate validate grade clean
+.PHONY: setup lab test lint bench bench-grade baselines generate validate grade clean
 
 setup: $(STAMP)
 
@@ -35,6 +35,10 @@ bench: setup
 
 bench-grade: setup
 	$(BIN)/python bench/grade_bench.py
+
+# Redraw tests/baseline_images (all, or CASES="reduce ..."); look at every PNG before committing.
+baselines: setup
+	PYTHONPATH=tests $(BIN)/python tests/scripts/make_baselines.py $(CASES)
 
 # The instructor's commands (README, "Grading").
 generate: setup

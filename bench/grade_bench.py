@@ -20,7 +20,8 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "grader"), str(ROOT / "tests")]
 import autograde  # noqa: E402
-from class_factory import CHAPTER, _release, correct  # noqa: E402
+
+from support.class_factory import CHAPTER, _release, correct  # noqa: E402
 
 
 def make_submissions(folder: Path, students: int) -> None:

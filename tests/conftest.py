@@ -2,90 +2,9 @@
 
 from __future__ import annotations
 
-import queue
-import time
-from dataclasses import dataclass, field
-
-import psutil
 import pytest
-from jupyter_client.manager import start_new_kernel
-from processes import descendants
 
-
-@dataclass
-class CellRun:
-    """What one executed cell produced, as the notebook would show it."""
-
-    status: str = ""
-    stdout: str = ""
-    stderr: str = ""
-    text: list[str] = field(default_factory=list)  # text/plain of results and displays
-    html: list[str] = field(default_factory=list)
-    images: list[str] = field(default_factory=list)  # base64 PNGs
-    error: dict | None = None
-    seconds: float = 0.0
-
-    @property
-    def shown(self) -> str:
-        return self.stdout + "".join(self.text)
-
-
-class Kernel:
-    """A real ipykernel, driven over the Jupyter messaging protocol."""
-
-    def __init__(self):
-        self.manager, self.client = start_new_kernel(kernel_name="python3")
-
-    @property
-    def pid(self) -> int:
-        return self.manager.provisioner.process.pid
-
-    def execute(self, code: str, timeout: float = 60, interrupt_after: float | None = None
-                ) -> CellRun:
-        run = CellRun()
-        start = time.monotonic()
-        msg_id = self.client.execute(code)
-        interrupted = False
-        while True:
-            if interrupt_after is not None and not interrupted and (
-                    time.monotonic() - start > interrupt_after):
-                self.manager.interrupt_kernel()
-                interrupted = True
-            if time.monotonic() - start > timeout:
-                raise TimeoutError(f"cell did not finish within {timeout} s:\n{code}")
-            try:
-                msg = self.client.get_iopub_msg(timeout=0.1)
-            except queue.Empty:
-                continue
-            if msg["parent_header"].get("msg_id") != msg_id:
-                continue
-            kind, content = msg["msg_type"], msg["content"]
-            if kind == "stream":
-                if content["name"] == "stdout":
-                    run.stdout += content["text"]
-                else:
-                    run.stderr += content["text"]
-            elif kind in ("execute_result", "display_data"):
-                run.text.append(content["data"].get("text/plain", ""))
-                run.html.append(content["data"].get("text/html", ""))
-                if "image/png" in content["data"]:
-                    run.images.append(content["data"]["image/png"])
-            elif kind == "error":
-                run.error = content
-            elif kind == "status" and content["execution_state"] == "idle":
-                break
-        reply = self.client.get_shell_msg(timeout=10)
-        run.status = reply["content"]["status"]
-        run.seconds = time.monotonic() - start
-        return run
-
-    def children(self) -> list[psutil.Process]:
-        """The kernel's descendants, less multiprocessing's long-lived helpers."""
-        return descendants(self.pid)
-
-    def shutdown(self) -> None:
-        self.client.stop_channels()
-        self.manager.shutdown_kernel()
+from support.kernel import Kernel
 
 
 @pytest.fixture(scope="module")
@@ -95,14 +14,3 @@ def kernel():
     assert warm.status == "ok", warm.error
     yield k
     k.shutdown()
-
-
-def wait_for_no_children(kernel: Kernel, seconds: float = 5.0) -> list[psutil.Process]:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        left = kernel.children()
-        if not left:
-            return []
-        time.sleep(0.05)
-    return left
-

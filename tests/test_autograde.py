@@ -13,8 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "grader"))
 import autograde  # noqa: E402
-from class_factory import CHAPTER, correct, make_class  # noqa: E402
-from processes import descendants  # noqa: E402
+
+from support.class_factory import CHAPTER, correct, make_class  # noqa: E402
+from support.processes import descendants  # noqa: E402
 
 
 def test_lms_zip_and_folder_layouts_are_both_understood(tmp_path):

@@ -4,7 +4,7 @@ message, drawn from real runs of the course's examples, and compared with commit
 Image regression: each case in ``CASES`` is drawn and compared with
 ``tests/baseline_images/<case>.png`` by ``matplotlib.testing.compare.compare_images`` at an RMS
 tolerance of ``TOLERANCE`` (on 0-255 pixel values). Regenerate the baselines after an intended
-change with ``python tests/make_baselines.py`` and look at every PNG before committing them.
+change with ``make baselines`` and look at every PNG before committing them.
 """
 
 from __future__ import annotations
@@ -669,7 +669,7 @@ def test_draw_stays_a_function_however_often_it_is_used():
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_image_matches_baseline(case, tmp_path):
     baseline = BASELINES / f"{case}.png"
-    assert baseline.exists(), f"no baseline for {case}: run python tests/make_baselines.py"
+    assert baseline.exists(), f"no baseline for {case}: run make baselines"
     actual = tmp_path / f"{case}.png"
     save_case(case, actual)
     failure = compare_images(str(baseline), str(actual), tol=TOLERANCE)

@@ -55,7 +55,7 @@ def test_ranks_use_cuda_after_the_caller_initialised_it():
 
 def test_a_kernel_that_used_cuda_still_runs_ranks_on_the_gpu():
     pytest.importorskip("jupyter_client")
-    from conftest import Kernel
+    from support.kernel import Kernel
 
     kernel = Kernel()
     try:

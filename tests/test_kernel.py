@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from conftest import Kernel, wait_for_no_children
+from support.kernel import Kernel, wait_for_no_children
 
 EXAMPLE = textwrap.dedent("""
     def example(rank, world_size):

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from processes import descendants
 
 import commlab
+from support.processes import descendants
 
 # --- arguments are checked before anything starts ----------------------------------------------
 
@@ -165,8 +165,9 @@ def test_debug_turns_a_hang_into_an_immediate_mismatch_error():
 def test_fifty_runs_in_a_row_leave_no_process_file_port_or_descriptor(tmp_path):
     private_tmp = tmp_path / "tmp"
     private_tmp.mkdir()
-    check = subprocess.Popen([sys.executable, str(Path(__file__).with_name("leak_check.py"))],
-                             env=dict(os.environ, TMPDIR=str(private_tmp)),
+    tests = Path(__file__).parent
+    check = subprocess.Popen([sys.executable, str(tests / "scripts" / "leak_check.py")],
+                             env=dict(os.environ, TMPDIR=str(private_tmp), PYTHONPATH=str(tests)),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = check.communicate(timeout=300)
     assert check.returncode == 0, err

@@ -2,8 +2,8 @@
 
 Run from the repository root, after a change to the pictures that you meant to make:
 
-    python tests/make_baselines.py            # every case
-    python tests/make_baselines.py reduce     # only the cases named
+    make baselines                            # every case
+    make baselines CASES="reduce ring_all_reduce"   # only the cases named
 
 Then open every PNG you changed in tests/baseline_images/ and check it before committing it:
 the image tests only prove that the pictures did not change, not that they are right.

@@ -7,9 +7,9 @@ can't disturb the count; prints "clean" when no process, descriptor or port is l
 import psutil
 import torch
 import torch.distributed as dist
-from processes import descendants
 
 import commlab
+from support.processes import descendants
 
 
 def work(rank, world_size):
