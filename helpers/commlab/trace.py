@@ -240,10 +240,25 @@ class Recorder:
         return traced
 
 
+_current: Recorder | None = None
+
+
+def current() -> Recorder | None:
+    """The recorder installed in this process (inside a rank), or None.
+
+    Code running on a rank (commlab.checks, which runs several test cases in one launch) reads
+    ``len(current().calls)`` to tell which calls belong to which case.
+    """
+    return _current
+
+
 def install(recorder: Recorder) -> Callable[[], None]:
     """Replace ``torch.distributed``'s functions with traced ones; return an undo function."""
     import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
+
+    global _current
+    _current = recorder
 
     saved: list[tuple[Any, str, Any]] = []
     for name in OPS:
@@ -258,8 +273,10 @@ def install(recorder: Recorder) -> Callable[[], None]:
                 setattr(module, name, traced)
 
     def undo() -> None:
+        global _current
         for module, name, value in reversed(saved):
             setattr(module, name, value)
+        _current = None
 
     return undo
 
