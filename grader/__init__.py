@@ -1,0 +1,1 @@
+"""The instructor's side of the course: generating, validating and grading notebooks."""

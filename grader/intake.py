@@ -1,0 +1,560 @@
+"""Finding a class's submissions in a folder or an LMS download (over 400 lines: who handed in
+what, from LMS file names and rosters, is one concern).
+
+``collect(source, scratch, chapters)`` gives each (student, chapter) one notebook, every file it
+did not use with the reason, the layout it recognised and, with a roster, every student of the
+class. ``source`` is a folder or a zip; a zip is unpacked under ``scratch`` and nowhere else.
+
+Layouts (``lms="auto"`` recognises them from the file names; a name forces one):
+
+- ``folders``: ``<student>/<chapter>/<chapter>.ipynb`` (any folders above), or a zip of that.
+- ``flat``: ``<student>_..._<chapter>.ipynb``: the student is the text before the first ``_``.
+- ``canvas``: ``<lastfirst>_<userid>_<submissionid>_<file>``, ``<lastfirst>_LATE_<userid>_...`` when
+  late; a file uploaded again under the same name becomes ``<file>-1``, ``-2``... The student is
+  ``smithjane_1234``: Canvas's name and user id, so two Jane Smiths stay apart.
+- ``moodle``: ``<Full Name>_<participantid>_assignsubmission_file_/<file>`` (a folder per
+  student), or that name with the file after it. The student is ``Jane_Doe_4242``.
+- ``blackboard``: ``<Assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>_<file>``, with a receipt
+  ``<Assignment>_<username>_attempt_<timestamp>.txt`` per attempt. The student is the username
+  (read from the receipt when the username itself holds a ``_``).
+
+The chapter comes from the student's file name, whatever its case, a browser's ``(1)`` or a word
+added (``01_Broadcast (1).ipynb``, ``broadcast_final.ipynb``, ``06.ipynb``); a name that fits no
+chapter or several is skipped as "cannot tell which chapter". When several files give one
+student's chapter, the newest wins: Blackboard's attempt timestamp, then Canvas's ``-N``, then
+the file's time (in the zip or the folder); the rest are listed as older attempts or duplicates.
+
+Rosters (``roster=FILE``), matched to the students found by LMS id first, then by name:
+
+- one student a line, as the layout names them (``kim``, ``smithjane_1234``, ``jdoe2``) or an id
+  or a full name; blank lines and ``#`` comments are ignored;
+- Canvas's gradebook export: ``Student,ID,SIS User ID,SIS Login ID,...`` (``Points Possible`` and
+  ``Student, Test`` rows are ignored);
+- Moodle's grading worksheet ``Identifier,Full name,...`` (``Participant 4242``), or a participants
+  export ``First name,Last name,ID number,Email address,...`` (matched by name);
+- Blackboard's Grade Center export ``Last Name,First Name,Username,...``, as CSV or as the
+  UTF-16, tab-separated ``.xls`` it downloads.
+
+Students of the roster without a submission keep the name the layout would have given them.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import time
+import unicodedata
+import zipfile
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+LAYOUTS = ("folders", "canvas", "moodle", "blackboard", "flat")
+
+CANVAS = re.compile(r"(?P<name>[^_\s/]+)_(?P<late>LATE_)?(?P<id>\d+)_(?P<submission>\d+)_"
+                    r"(?P<file>.+)")
+MOODLE = re.compile(r"(?P<name>.+)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_(?P<file>.*)")
+BLACKBOARD = re.compile(r"(?P<assignment>.+)_(?P<user>[^_\s]+)_attempt_"
+                        r"(?P<time>\d{4}(?:-\d\d){5})(?:_(?P<file>.+)|(?P<receipt>\.txt))")
+PATTERNS = {
+    "canvas": "<lastfirst>_<userid>_<submissionid>_<file> (Canvas)",
+    "moodle": "<Full Name>_<id>_assignsubmission_file_/<file> (Moodle)",
+    "blackboard": "<Assignment>_<username>_attempt_<timestamp>_<file> (Blackboard)",
+    "folders": "<student>/<chapter>/<chapter>.ipynb",
+    "flat": "<student>_..._<chapter>.ipynb",
+}
+
+
+class IntakeError(ValueError):
+    """SUBMISSIONS or the roster cannot be read; the message says what to do."""
+
+
+@dataclass
+class Submission:
+    student: str
+    chapter: str
+    path: Path
+    origin: str  # the file's name as submitted, inside the zip or folder
+
+
+@dataclass
+class Skipped:
+    name: str
+    why: str
+
+
+@dataclass
+class Intake:
+    submissions: list[Submission]
+    skipped: list[Skipped]
+    layout: str
+    roster: list[str] | None  # every student of the roster, under the name their files get
+
+    def report(self) -> str:
+        """What was found and every file that was not used, for the instructor."""
+        students = {s.student for s in self.submissions}
+        lines = [f"{len(self.submissions)} submissions from {len(students)} students "
+                 f"({self.layout} layout), {len(self.skipped)} files not used"]
+        lines += [f"  not used: {s.name}: {s.why}" for s in self.skipped]
+        if self.roster is not None:
+            absent = [s for s in self.roster if s not in students]
+            lines.append(f"{len(absent)} of {len(self.roster)} students on the roster submitted "
+                         f"nothing" + (": " + ", ".join(absent) if absent else ""))
+        return "\n".join(lines)
+
+
+@dataclass
+class _Reading:
+    """What a file's path says: whose it is, and which chapter or how to tell."""
+    student: str = ""
+    file: str = ""                    # the student's own file name, to find the chapter in
+    chapter: str | None = None        # when the layout says it (folders, flat)
+    why: str = ""                     # a reason to skip the file, already known
+    preferred: bool = True            # folders: named after the chapter folder it is in
+    when: tuple = ("", 0, 0)          # the LMS's order: (attempt timestamp, -N, submission id)
+    ids: tuple = ()
+    names: tuple = ()
+
+
+@dataclass
+class _Candidate:
+    student: str
+    chapter: str
+    path: Path
+    origin: str
+    order: tuple
+
+
+@dataclass
+class _Person:
+    ids: set = field(default_factory=set)
+    names: set = field(default_factory=set)
+
+
+def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "auto",
+            roster: Path | None = None) -> Intake:
+    """Every (student, chapter) notebook in ``source`` once; see the module docstring."""
+    if lms != "auto" and lms not in LAYOUTS:
+        raise IntakeError(f"unknown LMS layout {lms!r}: use one of auto, {', '.join(LAYOUTS)}")
+    skipped: list[Skipped] = []
+    root = _unpack(Path(source), Path(scratch), skipped)
+    files = _listing(root, skipped)
+    layout = _recognise(files, chapters) if lms == "auto" else lms
+    candidates: list[_Candidate] = []
+    people: dict[str, _Person] = defaultdict(_Person)
+    for rel, path in files:
+        reading = next(filter(None, (read(rel, path, chapters) for read in _READERS[layout])),
+                       None)
+        if reading and reading.student:
+            people[reading.student].ids.update(i.lower() for i in (reading.student, *reading.ids))
+            people[reading.student].names.update(reading.names)
+        why = _why_unusable(rel, reading, layout)
+        chapter = reading.chapter if reading else None
+        if not why and chapter is None:
+            chapter, why = _chapter_of(reading.file, chapters)
+        if why:
+            skipped.append(Skipped(rel.as_posix(), why))
+            continue
+        order = (reading.preferred, reading.when, path.stat().st_mtime, _copy_number(rel.name))
+        candidates.append(_Candidate(reading.student, chapter, path, rel.as_posix(), order))
+    submissions = _newest(candidates, skipped)
+    students = None
+    if roster is not None:
+        students = _match_roster(_read_roster(Path(roster)), people, layout)
+    return Intake(submissions, sorted(skipped, key=lambda s: s.name), layout, students)
+
+
+def _why_unusable(rel: PurePosixPath, reading: _Reading | None, layout: str) -> str:
+    if reading and reading.why:
+        return reading.why
+    if not rel.name.lower().endswith(".ipynb"):
+        if ".ipynb" in rel.name.lower():
+            return "not a notebook by its name: rename it to end in .ipynb if it is one"
+        return "not a notebook"
+    if reading is None:
+        return f"its name does not follow {PATTERNS[layout]}"
+    if not reading.student:
+        return f"no student name in it: expected {PATTERNS['folders']} or {PATTERNS['flat']}"
+    return ""
+
+
+# --- unpacking and listing ----------------------------------------------------------------------
+
+def _unpack(source: Path, scratch: Path, skipped: list[Skipped]) -> Path:
+    """The folder to read: ``source`` itself, or where its zip was unpacked under ``scratch``."""
+    if source.is_dir():
+        return source
+    if not source.is_file():
+        raise IntakeError(f"SUBMISSIONS {source} does not exist: give the folder of submissions "
+                          "or the zip downloaded from the LMS")
+    if not zipfile.is_zipfile(source):
+        raise IntakeError(f"SUBMISSIONS {source} is neither a folder nor a zip file: give the "
+                          "folder of submissions or the zip downloaded from the LMS (if it is "
+                          "that zip, the download is incomplete: download it again)")
+    scratch.mkdir(parents=True, exist_ok=True)
+    target = Path(tempfile.mkdtemp(prefix="unzipped-", dir=scratch))
+    try:
+        with zipfile.ZipFile(source) as archive:
+            for member in archive.infolist():
+                _extract(archive, member, target, skipped)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
+        raise IntakeError(f"SUBMISSIONS {source} is a damaged or unsupported zip ({exc}): download "
+                          "it again from the LMS, or unzip it with another tool and give the "
+                          "folder") from exc
+    return target
+
+
+def _extract(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path,
+             skipped: list[Skipped]) -> None:
+    name = member.filename.replace("\\", "/")
+    parts = PurePosixPath(name).parts
+    if name.startswith("/") or ".." in parts or re.match(r"[A-Za-z]:", name):
+        skipped.append(Skipped(member.filename, "would escape the folder it is unpacked into "
+                               "(an absolute path or ..)"))
+        return
+    if member.is_dir() or not parts:
+        return
+    dest = target.joinpath(*parts)
+    if dest.exists():
+        skipped.append(Skipped(member.filename, "a second entry of the same name in the zip: "
+                               "the first one is used"))
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with archive.open(member) as data, open(dest, "wb") as out:
+        shutil.copyfileobj(data, out)
+    stamp = time.mktime((*member.date_time, 0, 0, -1))  # the newest attempt may be told by it
+    os.utime(dest, (stamp, stamp))
+
+
+def _listing(root: Path, skipped: list[Skipped]) -> list[tuple[PurePosixPath, Path]]:
+    """Every file under ``root`` but the operating systems' and Jupyter's own."""
+    files = []
+    inside = root.resolve()
+    for path in sorted(root.rglob("*")):
+        rel = PurePosixPath(path.relative_to(root).as_posix())
+        if path.is_dir():
+            continue
+        if "__MACOSX" in rel.parts or rel.name.startswith("._") or rel.name == ".DS_Store":
+            why = "macOS's own file, not a submission"
+        elif ".ipynb_checkpoints" in rel.parts:
+            why = "Jupyter's checkpoint copy, not the submission"
+        elif not path.resolve().is_relative_to(inside):
+            why = "a link to outside the submissions folder"
+        else:
+            files.append((rel, path))
+            continue
+        skipped.append(Skipped(rel.as_posix(), why))
+    return files
+
+
+def _recognise(files: list[tuple[PurePosixPath, Path]], chapters: list[str]) -> str:
+    """The LMS whose names most files have; else folders or flat."""
+    shapes = {
+        "blackboard": lambda rel: BLACKBOARD.fullmatch(rel.name),
+        "moodle": lambda rel: any(MOODLE.fullmatch(p) for p in rel.parts),
+        "canvas": lambda rel: CANVAS.fullmatch(rel.name),
+    }
+    counts = {lms: sum(1 for rel, _ in files if shape(rel)) for lms, shape in shapes.items()}
+    best = max(counts, key=counts.get)  # ties: Blackboard, then Moodle (the stricter names)
+    if counts[best]:
+        return best
+    if any(_read_folders(rel, path, chapters) for rel, path in files):
+        return "folders"
+    return "flat"
+
+
+# --- reading a file's path, one layout each ------------------------------------------------------
+
+def _read_canvas(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading | None:
+    match = CANVAS.fullmatch(rel.name)
+    if not match:
+        return None
+    file, again = match["file"], 0
+    numbered = re.fullmatch(r"(?P<stem>.+)-(?P<n>\d+)(?P<ext>\.[^.]+)", file)
+    if numbered:  # Canvas's name for a file uploaded again
+        file, again = numbered["stem"] + numbered["ext"], int(numbered["n"])
+    return _Reading(student=f"{_safe(match['name'])}_{match['id']}", file=file,
+                    when=("", again, int(match["submission"])), ids=(match["id"],),
+                    names=(_norm(match["name"]),))
+
+
+def _read_moodle(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading | None:
+    for index, part in enumerate(rel.parts):
+        match = MOODLE.fullmatch(part)
+        if match and (match["file"] or index < len(rel.parts) - 1):
+            return _Reading(student=f"{_safe(match['name'])}_{match['id']}",
+                            file=match["file"] or rel.name, ids=(match["id"],),
+                            names=(_norm(match["name"]),))
+    return None
+
+
+def _read_blackboard(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading | None:
+    match = BLACKBOARD.fullmatch(rel.name)
+    if not match:
+        return None
+    user, names = match["user"], ()
+    prefix = rel.name[: match.end("time")]
+    receipt = _receipt_name(path.with_name(prefix + ".txt"))
+    if receipt and prefix.endswith(f"_{receipt[1]}_attempt_{match['time']}"):
+        user, names = receipt[1], (_norm(receipt[0]),)  # a username with "_" in it
+    reading = _Reading(student=_safe(user), file=match["file"] or "", ids=(user,), names=names,
+                       when=(match["time"], 0, 0))
+    if match["receipt"]:
+        reading.why = "Blackboard's receipt for this attempt, not a notebook"
+    return reading
+
+
+def _receipt_name(receipt: Path) -> tuple[str, str] | None:
+    """(full name, username) from a Blackboard receipt's ``Name: Jane Doe (jdoe2)`` line."""
+    try:
+        text = receipt.read_text(errors="replace")
+    except OSError:
+        return None
+    match = re.search(r"^Name:\s*(.+?)\s*\(([^()\s]+)\)\s*$", text, re.MULTILINE)
+    return (match[1], match[2]) if match else None
+
+
+def _read_folders(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading | None:
+    if len(rel.parts) < 3:
+        return None
+    chapter = next((c for c in chapters if c.lower() == rel.parts[-2].lower()), None)
+    if chapter is None:
+        return None
+    student = rel.parts[-3]
+    return _Reading(student=_safe(student), chapter=chapter, file=rel.name,
+                    preferred=_chapter_of(rel.name, chapters)[0] == chapter,
+                    names=(_norm(student),))
+
+
+def _read_flat(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading | None:
+    if not rel.name.lower().endswith(".ipynb"):
+        return None
+    found = _find_chapter(_tokens(rel.name), chapters)
+    if not isinstance(found, tuple):
+        return _Reading(why=found or "cannot tell which chapter from its name")
+    chapter, start = found
+    if start > 0:
+        student = re.split(r"[_\s-]+", rel.name)[0]
+    else:
+        student = rel.parts[-2] if len(rel.parts) > 1 else ""
+    return _Reading(student=_safe(student), chapter=chapter, names=(_norm(student),))
+
+
+_READERS = {
+    "canvas": (_read_canvas, _read_folders),
+    "moodle": (_read_moodle, _read_folders),
+    "blackboard": (_read_blackboard, _read_folders),
+    "folders": (_read_folders, _read_flat),
+    "flat": (_read_folders, _read_flat),
+}
+
+
+# --- which chapter a file name means --------------------------------------------------------------
+
+def _tokens(name: str) -> list[str]:
+    stem = re.sub(r"\.ipynb$", "", name, flags=re.IGNORECASE)
+    stem = re.sub(r"\s*\(\d+\)$", "", stem)  # a browser's second copy: "name (1)"
+    return [t for t in re.split(r"[^a-z0-9]+", _ascii(stem).lower()) if t]
+
+
+def _number(token: str) -> int | None:
+    return int(token) if token.isdigit() and len(token) <= 2 else None
+
+
+def _find_chapter(tokens: list[str], chapters: list[str]) -> tuple[str, int] | str:
+    """(chapter, where its name starts in ``tokens``), or why none can be told ("" for none)."""
+    hits = []
+    for chapter in chapters:
+        number, *words = chapter.lower().split("_")
+        for start in range(len(tokens) - len(words) + 1):
+            if tokens[start:start + len(words)] == words:
+                numbered = start > 0 and _number(tokens[start - 1]) == int(number)
+                hits.append((chapter, start - numbered, start + len(words)))
+    # "reduce" inside "all_reduce" is not a second chapter
+    hits = [h for h in hits if not any(o[0] != h[0] and o[1] <= h[1] and h[2] <= o[2]
+                                       for o in hits)]
+    named = sorted({h[0] for h in hits})
+    if len(named) > 1:
+        return f"cannot tell which chapter: its name fits {' and '.join(named)}"
+    if not named:
+        return ""
+    chapter, begin, _ = next(h for h in hits if h[0] == named[0])
+    other = _number(tokens[begin - 1]) if begin > 0 else None
+    numbers = {int(c.split("_")[0]): c for c in chapters}
+    if other is not None and other in numbers and numbers[other] != chapter:
+        return (f"cannot tell which chapter: its number says {numbers[other]}, "
+                f"its name {chapter}")
+    return chapter, begin
+
+
+def _chapter_of(name: str, chapters: list[str]) -> tuple[str | None, str]:
+    """(chapter, "") for a student's file name, or (None, why not)."""
+    tokens = _tokens(name)
+    found = _find_chapter(tokens, chapters)
+    if isinstance(found, tuple):
+        return found[0], ""
+    if found:
+        return None, found
+    numbers = {int(c.split("_")[0]): c for c in chapters}
+    if tokens and _number(tokens[0]) in numbers:  # "06.ipynb", "6_mine.ipynb"
+        return numbers[_number(tokens[0])], ""
+    return None, "cannot tell which chapter from its name"
+
+
+# --- one notebook per student and chapter -------------------------------------------------------
+
+def _copy_number(name: str) -> int:
+    match = re.search(r"\((\d+)\)\.[^.]*$", name)
+    return int(match[1]) if match else 0
+
+
+def _newest(candidates: list[_Candidate], skipped: list[Skipped]) -> list[Submission]:
+    groups: dict[tuple[str, str], list[_Candidate]] = defaultdict(list)
+    for candidate in candidates:
+        groups[(candidate.student, candidate.chapter)].append(candidate)
+    chosen = []
+    for (student, chapter), group in sorted(groups.items()):
+        winner, *others = sorted(group, key=lambda c: c.order, reverse=True)
+        chosen.append(Submission(student, chapter, winner.path, winner.origin))
+        for other in others:
+            if _digest(other.path) == _digest(winner.path):
+                why = f"duplicate of {winner.origin}"
+            elif other.order[0] < winner.order[0]:
+                why = f"not named after {chapter} (graded: {winner.origin})"
+            else:
+                why = f"older attempt of {student}/{chapter} (graded: {winner.origin})"
+            skipped.append(Skipped(other.origin, why))
+    return chosen
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# --- names ---------------------------------------------------------------------------------------
+
+def _ascii(text: str) -> str:
+    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+
+
+def _safe(name: str) -> str:
+    """A folder name made of [A-Za-z0-9._-] that still reads as the student's name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", _ascii(name).strip()).strip("._-")
+
+
+def _norm(name: str) -> str:
+    """A name to compare: "Smith, Jane" and "smithjane" both give "smithjane"."""
+    return re.sub(r"[^a-z0-9]", "", _ascii(name).lower())
+
+
+def _name_forms(*words: str) -> tuple[str, ...]:
+    """A name in either order: "Jane Doe" and "Doe Jane", "Mary Ann Smith" and "Smith Mary Ann"."""
+    parts = [w for w in re.split(r"[\s,]+", " ".join(words)) if w]
+    return tuple({_norm("".join(parts[i:] + parts[:i])) for i in range(len(parts))})
+
+
+# --- the roster ----------------------------------------------------------------------------------
+
+@dataclass
+class _Member:
+    """One student of the roster, as the LMS's export describes them."""
+    ids: tuple = ()
+    names: tuple = ()
+    keys: dict = field(default_factory=dict)  # layout -> the name their files would get
+    fallback: str = ""
+
+
+ID_COLUMNS = ("id", "sis user id", "sis login id", "login id", "username", "student id",
+              "id number", "email address", "email")
+NAME_COLUMNS = ("student", "full name", "first name", "last name", "identifier", "username")
+
+
+def _read_roster(path: Path) -> list[_Member]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IntakeError(f"cannot read the roster {path} ({exc.strerror}): give a text file "
+                          "with one student a line, or the LMS's CSV export") from exc
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        text = data.decode("utf-16")  # Blackboard's Grade Center download
+    elif b"\x00" in data:
+        raise IntakeError(f"the roster {path} is not a text file (a spreadsheet?): save it as "
+                          "CSV, or write one student a line")
+    else:
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            text = data.decode("cp1252", errors="replace")
+    lines = [line for line in text.splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        raise IntakeError(f"the roster {path} names no student: write one student a line, or "
+                          "give the LMS's CSV export")
+    delimiter = max(",\t;", key=lines[0].count)
+    if delimiter not in lines[0]:
+        return [_Member(ids=(line.strip(),), names=_name_forms(line),
+                        fallback=_safe(line)) for line in lines]
+    return _read_csv(path, lines, delimiter)
+
+
+def _read_csv(path: Path, lines: list[str], delimiter: str) -> list[_Member]:
+    rows = csv.DictReader(lines, delimiter=delimiter)
+    rows.fieldnames = [(f or "").strip().strip('"').lower() for f in rows.fieldnames]
+    if not set(rows.fieldnames) & set(ID_COLUMNS + NAME_COLUMNS):
+        raise IntakeError(
+            f"the roster {path} starts with {lines[0].strip()!r}, which names no column read "
+            "here: export it from the LMS (Canvas: Student,ID,...; Moodle: Identifier,Full name "
+            "or First name,Last name; Blackboard: Last Name,First Name,Username), or write one "
+            "student a line")
+    members = []
+    for row in rows:
+        cell = {k: (v or "").strip() for k, v in row.items() if k}
+        if cell.get("student", "").startswith("Points Possible") or \
+                cell.get("student") == "Student, Test":
+            continue  # Canvas's points row and its built-in test student
+        member = _member(cell)
+        if member.ids or member.names:
+            members.append(member)
+    return members
+
+
+def _member(cell: dict[str, str]) -> _Member:
+    participant = re.sub(r"\D", "", cell.get("identifier", ""))  # "Participant 4242"
+    first, last = cell.get("first name", ""), cell.get("last name", "")
+    full = cell.get("full name") or f"{first} {last}".strip()
+    student = cell.get("student", "")  # Canvas: "Smith, Jane"
+    names = _name_forms(student or full)
+    ids = tuple(cell[c] for c in ID_COLUMNS if cell.get(c)) + ((participant,) if participant
+                                                               else ())
+    keys = {}
+    if student and cell.get("id"):
+        keys["canvas"] = f"{_safe(_norm(student))}_{cell['id']}"
+    if full:
+        keys["moodle"] = f"{_safe(full)}_{participant}" if participant else _safe(full)
+    login = cell.get("username") or cell.get("sis login id") or ""
+    if login:
+        keys["blackboard"] = _safe(login)
+    fallback = _safe(login or full or student or (ids[0] if ids else ""))
+    return _Member(ids=ids, names=names, keys=keys, fallback=fallback)
+
+
+def _match_roster(members: list[_Member], people: dict[str, _Person], layout: str) -> list[str]:
+    """Each roster student under the name their files have, or would have had."""
+    by_id = {i: student for student, person in people.items() for i in person.ids}
+    by_name: dict[str, set[str]] = defaultdict(set)
+    for student, person in people.items():
+        for name in person.names:
+            by_name[name].add(student)
+    students = []
+    for member in members:
+        found = next((by_id[i.lower()] for i in member.ids if i.lower() in by_id), None)
+        if found is None:
+            fits = set().union(*(by_name.get(n, set()) for n in member.names))
+            found = fits.pop() if len(fits) == 1 else None  # two Jane Does: by id only
+        students.append(found or member.keys.get(layout) or member.fallback)
+    return list(dict.fromkeys(s for s in students if s))
