@@ -5,7 +5,8 @@ what, from LMS file names and rosters, is one concern).
 did not use with the reason, the layout it recognised and, with a roster, every student of the
 class. ``source`` is a folder or a zip; a zip is unpacked under ``scratch`` and nowhere else.
 
-Layouts (``lms="auto"`` recognises them from the file names; a name forces one):
+Layouts (``lms="auto"`` names the one most files follow, and reads each file as its own name
+says; naming one reads every file that way, and the folder layout):
 
 - ``folders``: ``<student>/<chapter>/<chapter>.ipynb`` (any folders above), or a zip of that.
 - ``flat``: ``<student>_..._<chapter>.ipynb``: the student is the text before the first ``_``.
@@ -58,7 +59,8 @@ LAYOUTS = ("folders", "canvas", "moodle", "blackboard", "flat")
 
 CANVAS = re.compile(r"(?P<name>[^_\s/]+)_(?P<late>LATE_)?(?P<id>\d+)_(?P<submission>\d+)_"
                     r"(?P<file>.+)")
-MOODLE = re.compile(r"(?P<name>.+)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_(?P<file>.*)")
+MOODLE = re.compile(r"(?P<name>.+)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)"
+                    r"(?:_(?P<file>.*))?")
 BLACKBOARD = re.compile(r"(?P<assignment>.+)_(?P<user>[^_\s]+)_attempt_"
                         r"(?P<time>\d{4}(?:-\d\d){5})(?:_(?P<file>.+)|(?P<receipt>\.txt))")
 PATTERNS = {
@@ -145,11 +147,13 @@ def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "aut
     root = _unpack(Path(source), Path(scratch), skipped)
     files = _listing(root, skipped)
     layout = _recognise(files, chapters) if lms == "auto" else lms
+    readers = _READERS[layout]
+    if lms == "auto":  # a download merged from several: each file as its name says
+        readers = tuple(dict.fromkeys(readers + sum(_READERS.values(), ())))
     candidates: list[_Candidate] = []
     people: dict[str, _Person] = defaultdict(_Person)
     for rel, path in files:
-        reading = next(filter(None, (read(rel, path, chapters) for read in _READERS[layout])),
-                       None)
+        reading = next(filter(None, (read(rel, path, chapters) for read in readers)), None)
         if reading and reading.student:
             people[reading.student].ids.update(i.lower() for i in (reading.student, *reading.ids))
             people[reading.student].names.update(reading.names)
@@ -175,6 +179,9 @@ def _why_unusable(rel: PurePosixPath, reading: _Reading | None, layout: str) -> 
     if not rel.name.lower().endswith(".ipynb"):
         if ".ipynb" in rel.name.lower():
             return "not a notebook by its name: rename it to end in .ipynb if it is one"
+        if rel.suffix.lower() in (".zip", ".tar", ".gz", ".7z", ".rar"):
+            return "an archive inside the download is not opened: unpack it by hand if it holds "\
+                   "the notebook"
         return "not a notebook"
     if reading is None:
         return f"its name does not follow {PATTERNS[layout]}"
@@ -278,7 +285,7 @@ def _read_canvas(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Readin
     numbered = re.fullmatch(r"(?P<stem>.+)-(?P<n>\d+)(?P<ext>\.[^.]+)", file)
     if numbered:  # Canvas's name for a file uploaded again
         file, again = numbered["stem"] + numbered["ext"], int(numbered["n"])
-    return _Reading(student=f"{_safe(match['name'])}_{match['id']}", file=file,
+    return _Reading(student=_person(match["name"], match["id"]), file=file,
                     when=("", again, int(match["submission"])), ids=(match["id"],),
                     names=(_norm(match["name"]),))
 
@@ -287,7 +294,7 @@ def _read_moodle(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Readin
     for index, part in enumerate(rel.parts):
         match = MOODLE.fullmatch(part)
         if match and (match["file"] or index < len(rel.parts) - 1):
-            return _Reading(student=f"{_safe(match['name'])}_{match['id']}",
+            return _Reading(student=_person(match["name"], match["id"]),
                             file=match["file"] or rel.name, ids=(match["id"],),
                             names=(_norm(match["name"]),))
     return None
@@ -345,10 +352,10 @@ def _read_flat(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading 
     return _Reading(student=_safe(student), chapter=chapter, names=(_norm(student),))
 
 
-_READERS = {
-    "canvas": (_read_canvas, _read_folders),
-    "moodle": (_read_moodle, _read_folders),
+_READERS = {  # the stricter names first
     "blackboard": (_read_blackboard, _read_folders),
+    "moodle": (_read_moodle, _read_folders),
+    "canvas": (_read_canvas, _read_folders),
     "folders": (_read_folders, _read_flat),
     "flat": (_read_folders, _read_flat),
 }
@@ -447,6 +454,12 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", _ascii(name).strip()).strip("._-")
 
 
+def _person(name: str, lms_id: str) -> str:
+    """The LMS's name and id: ``smithjane_1234``, ``Jane_Doe_4242`` (the id alone if the name
+    has no Latin letters)."""
+    return "_".join(filter(None, (_safe(name), lms_id)))
+
+
 def _norm(name: str) -> str:
     """A name to compare: "Smith, Jane" and "smithjane" both give "smithjane"."""
     return re.sub(r"[^a-z0-9]", "", _ascii(name).lower())
@@ -533,9 +546,9 @@ def _member(cell: dict[str, str]) -> _Member:
                                                                else ())
     keys = {}
     if student and cell.get("id"):
-        keys["canvas"] = f"{_safe(_norm(student))}_{cell['id']}"
+        keys["canvas"] = _person(_norm(student), cell["id"])
     if full:
-        keys["moodle"] = f"{_safe(full)}_{participant}" if participant else _safe(full)
+        keys["moodle"] = _person(full, participant)
     login = cell.get("username") or cell.get("sis login id") or ""
     if login:
         keys["blackboard"] = _safe(login)

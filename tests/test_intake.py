@@ -94,6 +94,13 @@ def test_canvas_files_not_used_are_each_listed_with_the_reason(canvas):
     }
 
 
+def test_archive_inside_the_download_is_listed_as_not_opened(tmp_path):
+    source = make_zip(tmp_path / "canvas.zip", {"kimjo_4001_9006_work.zip": "PK"})
+    assert reasons(collect(tmp_path, source)) == {
+        "kimjo_4001_9006_work.zip": "an archive inside the download is not opened: unpack it by "
+                                    "hand if it holds the notebook"}
+
+
 def test_zip_members_outside_the_scratch_folder_are_never_written(tmp_path):
     absolute = str(tmp_path / "absolute.ipynb")
     source = make_zip(tmp_path / "canvas.zip", {"../escape.ipynb": notebook("x"),
@@ -269,6 +276,18 @@ def test_flat_names_take_the_student_before_the_chapter(tmp_path):
     result = collect(tmp_path, source)
     assert (result.layout, sorted(graded(result))) == (
         "flat", ["alice/01_broadcast", "bob/02_scatter"])
+
+
+def test_files_named_by_different_lms_in_one_zip_are_each_read_by_their_own_name(tmp_path):
+    source = make_zip(tmp_path / "merged.zip", {
+        "Chapter 1_jdoe2_attempt_2026-10-01-10-00-00_01_broadcast.ipynb": notebook("bb"),
+        "Jane Doe_4242_assignsubmission_file_/01_broadcast.ipynb": notebook("moodle"),
+        "smithjohn_12345_67890_01_broadcast-1.ipynb": notebook("canvas"),
+        "kim/01_broadcast/01_broadcast.ipynb": notebook("folders"),
+        "lee_01_broadcast_final.ipynb": notebook("flat")})
+    assert sorted(graded(collect(tmp_path, source))) == [
+        "Jane_Doe_4242/01_broadcast", "jdoe2/01_broadcast", "kim/01_broadcast",
+        "lee/01_broadcast", "smithjohn_12345/01_broadcast"]
 
 
 def test_lms_flag_overrides_what_the_names_look_like(tmp_path):
