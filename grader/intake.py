@@ -5,8 +5,8 @@ what, from LMS file names and rosters, is one concern).
 did not use with the reason, the layout it recognised and, with a roster, every student of the
 class. ``source`` is a folder or a zip; a zip is unpacked under ``scratch`` and nowhere else.
 
-Layouts (``lms="auto"`` names the one most files follow, and reads each file as its own name
-says; naming one reads every file that way, and the folder layout):
+Layouts. ``lms="auto"`` reports the one most files follow and reads each file by the naming it
+has; naming a layout reads every file by that one (and ``<student>/<chapter>/`` folders):
 
 - ``folders``: ``<student>/<chapter>/<chapter>.ipynb`` (any folders above), or a zip of that.
 - ``flat``: ``<student>_..._<chapter>.ipynb``: the student is the text before the first ``_``.
@@ -143,6 +143,7 @@ def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "aut
     """Every (student, chapter) notebook in ``source`` once; see the module docstring."""
     if lms != "auto" and lms not in LAYOUTS:
         raise IntakeError(f"unknown LMS layout {lms!r}: use one of auto, {', '.join(LAYOUTS)}")
+    members = _read_roster(Path(roster)) if roster is not None else None  # before a long unzip
     skipped: list[Skipped] = []
     root = _unpack(Path(source), Path(scratch), skipped)
     files = _listing(root, skipped)
@@ -167,9 +168,7 @@ def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "aut
         order = (reading.preferred, reading.when, path.stat().st_mtime, _copy_number(rel.name))
         candidates.append(_Candidate(reading.student, chapter, path, rel.as_posix(), order))
     submissions = _newest(candidates, skipped)
-    students = None
-    if roster is not None:
-        students = _match_roster(_read_roster(Path(roster)), people, layout)
+    students = None if members is None else _match_roster(members, people, layout)
     return Intake(submissions, sorted(skipped, key=lambda s: s.name), layout, students)
 
 
@@ -346,7 +345,7 @@ def _read_flat(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading 
         return _Reading(why=found or "cannot tell which chapter from its name")
     chapter, start = found
     if start > 0:
-        student = re.split(r"[_\s-]+", rel.name)[0]
+        student = rel.name.split("_")[0]
     else:
         student = rel.parts[-2] if len(rel.parts) > 1 else ""
     return _Reading(student=_safe(student), chapter=chapter, names=(_norm(student),))
@@ -510,6 +509,8 @@ def _read_roster(path: Path) -> list[_Member]:
                           "give the LMS's CSV export")
     delimiter = max(",\t;", key=lines[0].count)
     if delimiter not in lines[0]:
+        if lines[0].strip().strip('"').lower() in ID_COLUMNS + NAME_COLUMNS:
+            lines = lines[1:]  # a one-column export: "Username", then one a line
         return [_Member(ids=(line.strip(),), names=_name_forms(line),
                         fallback=_safe(line)) for line in lines]
     return _read_csv(path, lines, delimiter)

@@ -39,6 +39,11 @@ def graded(result: intake.Intake) -> dict[str, str]:
     return {f"{s.student}/{s.chapter}": s.origin for s in result.submissions}
 
 
+def students(result: intake.Intake) -> list[str]:
+    """student/chapter of every submission, repeats included."""
+    return sorted(f"{s.student}/{s.chapter}" for s in result.submissions)
+
+
 def reasons(result: intake.Intake) -> dict[str, str]:
     return {s.name: s.why for s in result.skipped}
 
@@ -67,7 +72,7 @@ def canvas(tmp_path):
 
 def test_canvas_download_grades_every_student_once_under_name_and_user_id(canvas):
     assert canvas.layout == "canvas"
-    assert sorted(graded(canvas)) == [
+    assert students(canvas) == [
         "kimjo_4001/01_broadcast", "leebo_2001/01_broadcast", "smithjane_1234/01_broadcast",
         "smithjane_1235/01_broadcast", "wongamy_3001/01_broadcast"]
 
@@ -142,7 +147,7 @@ def moodle(tmp_path):
 
 def test_moodle_download_grades_each_participant_once_under_full_name_and_id(moodle):
     assert moodle.layout == "moodle"
-    assert sorted(graded(moodle)) == [
+    assert students(moodle) == [
         "Jane_Doe_4242/01_broadcast", "Jane_Doe_4243/01_broadcast",
         "Jose_Alvarez_4250/01_broadcast", "Li_Wei_4270/01_broadcast"]
 
@@ -202,7 +207,7 @@ def blackboard(tmp_path):
 
 def test_blackboard_download_names_students_by_username_not_by_assignment(blackboard):
     assert blackboard.layout == "blackboard"
-    assert sorted(graded(blackboard)) == [
+    assert students(blackboard) == [
         "asmith/01_broadcast", "jdoe2/01_broadcast", "li_wei/01_broadcast"]
 
 
@@ -404,6 +409,13 @@ def test_roster_of_one_student_a_line_lists_the_non_submitter(tmp_path):
     roster.write_text("# chapter 1 group\nkim\nlee\n\npark\n")
     result = collect(tmp_path, tmp_path / "class", roster=roster)
     assert (result.roster, missing(result)) == (["kim", "lee", "park"], {"park"})
+
+
+def test_one_column_roster_with_a_header_does_not_count_the_header(tmp_path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("Username\njdoe2\nonordmann\n")
+    result = collect(tmp_path, make_zip(tmp_path / "bb.zip", BLACKBOARD), roster=roster)
+    assert result.roster == ["jdoe2", "onordmann"]
 
 
 def test_without_a_roster_there_is_no_class_list(canvas):
