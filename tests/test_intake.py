@@ -1,5 +1,6 @@
 """Finding a class's submissions: every student once, under a name the instructor recognises,
-from the zips Canvas, Moodle and Blackboard really make, and every file not used said out loud."""
+from the zips Canvas, Moodle and Blackboard really make, and every file not used said out loud
+(over 400 lines: one test a behaviour, for three LMSs, two other layouts and five rosters)."""
 
 from __future__ import annotations
 
