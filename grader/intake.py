@@ -101,7 +101,7 @@ class Intake:
         """What was found and every file that was not used, for the instructor."""
         students = {s.student for s in self.submissions}
         lines = [f"{len(self.submissions)} submissions from {len(students)} students "
-                 f"({self.layout} layout), {len(self.skipped)} files not used"]
+                 f"({self.layout} layout), {len(self.skipped)} file(s) not used"]
         lines += [f"  not used: {s.name}: {s.why}" for s in self.skipped]
         if self.roster is not None:
             absent = [s for s in self.roster if s not in students]
