@@ -55,8 +55,8 @@ def test_cells(notebook: Path) -> list[TestCell]:
         if cell["cell_type"] != "code" or not meta.get("grade"):
             continue
         source = "".join(cell["source"]).strip()
-        first = source.splitlines()[0] if source else ""
-        what = first.strip('"').strip() if first.startswith('"""') else meta["grade_id"]
+        docstring = re.match(r'"""(.*?)"""', source, re.S)
+        what = " ".join(docstring.group(1).split()) if docstring else "(no description)"
         cells.append(TestCell(meta["grade_id"], meta.get("points", 0), what, source))
     return cells
 
@@ -81,13 +81,16 @@ def run_tests(notebook: Path) -> dict:
         os.close(saved)
 
 
-def why(raw_error: str) -> str:
-    """The last line of a failed test's error, which names what went wrong."""
-    lines = [ln.strip() for ln in ANSI.sub("", raw_error).splitlines() if ln.strip()]
-    last = lines[-1] if lines else "the test failed"
-    if last.startswith("NotImplementedError"):
+def why(raw_error: str, most_lines: int = 12) -> str:
+    """What went wrong in a failed test: the exception at the end of its traceback (after the
+    last blank line), or what it printed on stderr."""
+    blocks = re.split(r"\n\s*\n", ANSI.sub("", raw_error).strip())
+    lines = blocks[-1].splitlines() if blocks[-1] else ["the test failed"]
+    if any(line.startswith("NotImplementedError") for line in lines):
         return "not answered yet (the exercise still raises NotImplementedError)"
-    return last
+    if len(lines) > most_lines:
+        lines = lines[:most_lines] + ["..."]
+    return "\n        ".join(lines)
 
 
 def report(notebook: Path, cells: list[TestCell], results: dict) -> tuple[list[str], bool]:

@@ -21,12 +21,16 @@ def _answer(exercise: str) -> str:
     return re.sub(r"\s*### (BEGIN|END) SOLUTION", "", "".join(cell["source"]))
 
 
-def _students_work(work: Path, answered: list[str]) -> Path:
-    """``work/`` holding chapter 00 with the exercises in ``answered`` solved, the rest not."""
+def _students_work(work: Path, answered: list[str], wrong: dict[str, str] | None = None) -> Path:
+    """``work/`` holding chapter 00 with the exercises in ``answered`` solved, those in ``wrong``
+    given that code instead, the rest left as stubs."""
     notebook = json.loads((ROOT / "notebooks" / CHAPTER / f"{CHAPTER}.ipynb").read_text())
     for cell in notebook["cells"]:
-        if cell["metadata"].get("nbgrader", {}).get("grade_id") in answered:
-            cell["source"] = _answer(cell["metadata"]["nbgrader"]["grade_id"])
+        exercise = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if exercise in answered:
+            cell["source"] = _answer(exercise)
+        elif exercise in (wrong or {}):
+            cell["source"] = wrong[exercise]
     path = work / CHAPTER / f"{CHAPTER}.ipynb"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(notebook))
@@ -34,13 +38,16 @@ def _students_work(work: Path, answered: list[str]) -> Path:
 
 
 def test_check_reports_the_passing_and_the_failing_exercise(tmp_path):
-    _students_work(tmp_path / "work", answered=["00-whoami"])
+    incomplete = "def whoami():\n    return {'rank': dist.get_rank()}\n"
+    _students_work(tmp_path / "work", answered=["00-join-group"],
+                   wrong={"00-whoami": incomplete})
     done = make("check", "CHAPTER=00", f"WORK={tmp_path / 'work'}", timeout=300)
     lines = done.stdout.splitlines()
-    assert any(line.startswith("  PASS  00-whoami-test (1 point)") for line in lines), done.stdout
     failing = next(i for i, line in enumerate(lines) if line.startswith("  FAIL  "))
-    assert lines[failing].startswith("  FAIL  00-join-group-test (1 point): join_group()")
-    assert "not answered yet" in lines[failing + 1]
+    assert lines[failing].startswith("  FAIL  00-whoami-test (1 point): whoami() reports")
+    assert lines[failing + 1] == "        AssertionError: On rank 0 (world_size=4), whoami() " \
+        "should be", done.stdout
+    assert any(line.startswith("  PASS  00-join-group-test (1 point)") for line in lines)
     assert "1 of 2 visible tests pass (1 of 2 points)" in done.stdout
     # make stops with status 2 whenever a command fails; the check's own status is 1
     assert done.returncode == 2 and "check] Error 1" in done.stderr
