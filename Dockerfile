@@ -75,3 +75,11 @@ RUN make setup
 FROM runtime AS student
 COPY --from=edition --chown=student:student /tmp/edition .
 RUN make setup
+# A student's Lab keeps nbgrader's Validate button and loses the instructor's panels
+# (formgrader, create assignment, courses, assignment list), as nbgrader's install docs advise.
+RUN set -e; for plugin in formgrader create-assignment course-list assignment-list; do \
+        jupyter labextension disable --level=sys_prefix "@jupyter/nbgrader:${plugin}"; \
+    done \
+    && for extension in formgrader course_list assignment_list; do \
+        jupyter server extension disable --sys-prefix "nbgrader.server_extensions.${extension}"; \
+    done

@@ -21,7 +21,7 @@ STAMP := $(VENV)/.installed
 setup: $(STAMP)
 
 # Reinstalls whenever the pins or the package metadata change.
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt $(wildcard requirements-dev.txt) pyproject.toml
 	@PYTHON="$(PYTHON)" VENV="$(VENV)" TORCH="$(TORCH)" sh bin/install_requirements.sh
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
 		--no-build-isolation -e .

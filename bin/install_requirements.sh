@@ -1,5 +1,6 @@
 #!/bin/sh
-# Create the course's virtual environment and install requirements.txt's exact pins into it.
+# Create the course's virtual environment and install requirements.txt's exact pins into it,
+# and requirements-dev.txt's (the maintainers' test tools) where that file exists.
 # Shared by `make setup` and the Dockerfile, so a laptop and the image install the same way.
 #
 #   PYTHON=python3.11 VENV=.venv TORCH=cpu sh bin/install_requirements.sh   (run where
@@ -59,3 +60,6 @@ if [ -n "$TORCH" ] || [ -n "${TORCH_INDEX:-}" ]; then
     pip_install --index-url "$index" "$torch_pin"
 fi
 pip_install -r requirements.txt
+if [ -f requirements-dev.txt ]; then
+    pip_install -r requirements-dev.txt
+fi

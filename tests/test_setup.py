@@ -58,11 +58,11 @@ def test_setup_with_torch_cpu_installs_the_pinned_torch_from_the_cpu_index_first
     assert pip_installs[1].endswith("-r requirements.txt")
 
 
-def test_setup_without_torch_option_installs_torch_only_from_requirements_txt(tmp_path):
+def test_setup_without_torch_option_installs_the_requirement_files_and_nothing_else(tmp_path):
     venv = tmp_path / "venv"
     done = make("setup", f"PYTHON={_fake_python(tmp_path, '3.11')}", f"VENV={venv}")
     assert done.returncode == 0, done.stdout + done.stderr
     pip_installs = [line for line in (venv / "calls").read_text().splitlines()
                     if line.startswith("-m pip install")]
     assert [call.split("--disable-pip-version-check ")[1] for call in pip_installs] == \
-        ["-r requirements.txt", "--no-deps --no-build-isolation -e ."]
+        ["-r requirements.txt", "-r requirements-dev.txt", "--no-deps --no-build-isolation -e ."]

@@ -29,6 +29,7 @@ def test_student_edition_holds_no_solution_hidden_test_or_gradebook(edition):
     assert files
     assert [f for f in files if {"solutions", "grader", "tests"} & set(f.parts)] == []
     assert [f for f in files if "gradebook" in f.name] == []
+    assert not (edition / "requirements-dev.txt").exists()  # the maintainers' test tools
     leaks = [(str(f), secret) for f in files for secret in SECRETS
              if secret in (edition / f).read_text(errors="replace")]
     assert leaks == []

@@ -35,6 +35,6 @@ def tracked_copy(dest: Path) -> Path:
     # make reinstalls when the pins look newer than the venv's stamp, and would then install
     # the copy's commlab into this checkout's venv: the copy's pins are the venv's, say so
     stamp = (VENV / ".installed").stat().st_mtime
-    for pinned in ("requirements.txt", "pyproject.toml"):
+    for pinned in ("requirements.txt", "requirements-dev.txt", "pyproject.toml"):
         os.utime(dest / pinned, (stamp - 1, stamp - 1))
     return dest
