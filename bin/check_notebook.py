@@ -22,6 +22,8 @@ from pathlib import Path
 os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# The first line of an exception: "AssertionError: ...", "commlab.RankError: ...", "KeyError"
+EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Timeout|Crashed)\b")
 
 
 @dataclass
@@ -81,11 +83,15 @@ def run_tests(notebook: Path) -> dict:
         os.close(saved)
 
 
-def why(raw_error: str, most_lines: int = 12) -> str:
-    """What went wrong in a failed test: the exception at the end of its traceback (after the
-    last blank line), or what it printed on stderr."""
-    blocks = re.split(r"\n\s*\n", ANSI.sub("", raw_error).strip())
-    lines = blocks[-1].splitlines() if blocks[-1] else ["the test failed"]
+def why(raw_error: str, most_lines: int = 15) -> str:
+    """What went wrong in a failed test: the exception that ends its traceback, message and all,
+    or what it printed on stderr."""
+    lines = ANSI.sub("", raw_error).strip().splitlines() or ["the test failed"]
+    frames = [i for i, line in enumerate(lines) if line.startswith(("File ", "Cell In["))]
+    if frames:  # the exception's first line follows the last frame's source lines
+        after = frames[-1] + 1
+        lines = lines[next((i for i in range(after, len(lines)) if EXCEPTION.match(lines[i])),
+                           after):]
     if any(line.startswith("NotImplementedError") for line in lines):
         return "not answered yet (the exercise still raises NotImplementedError)"
     if len(lines) > most_lines:
