@@ -40,9 +40,11 @@ if [ "$major" -lt 3 ] || { [ "$major" -eq 3 ] && [ "$minor" -lt 11 ]; }; then
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
+    new_folder=$([ -e "$VENV" ] || echo yes)
     "$PYTHON" -m venv "$VENV" || {
-        # a venv without pip is left behind when ensurepip is missing: do not keep it
-        rm -rf "$VENV"
+        # a venv without pip is left behind when ensurepip is missing: do not keep it (only
+        # ever a folder made here: the image's /opt/venv, say, exists beforehand)
+        if [ "$new_folder" = yes ]; then rm -rf "$VENV"; fi
         echo "could not create $VENV with $PYTHON: on Debian or Ubuntu install the venv module \
 (sudo apt install python$found-venv) and run make again" >&2
         exit 1
