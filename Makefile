@@ -1,19 +1,28 @@
 # Two commands do all the set-up on a fresh machine:
-#   make lab    create .venv if needed, then start JupyterLab on the course
-#   make test   create .venv if needed, then run every test
+#   make lab    create .venv if needed, copy the chapters into work/, start JupyterLab there
+#   make check CHAPTER=01_broadcast   run your notebook and say which visible tests pass
+# Maintainers: make test runs every test (not part of the student edition).
+#
+# PYTHON  the interpreter that creates .venv (3.11 or newer)
+# VENV    where the environment lives (the Docker image uses /opt/venv; conda: $CONDA_PREFIX)
+# TORCH   cpu: the CPU build of torch from PyTorch's index (laptops without a GPU, CI)
+# WORK    the student's workspace, filled from notebooks/ and never overwritten
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
+TORCH ?=
+WORK ?= work
+LAB_FLAGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup lab test lint bench bench-grade baselines generate validate grade clean
+.PHONY: check course-source student-edition
 
 setup: $(STAMP)
 
 # Reinstalls whenever the pins or the package metadata change.
-$(STAMP): requirements.txt pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+$(STAMP): requirements.txt $(wildcard requirements-dev.txt) pyproject.toml
+	@PYTHON="$(PYTHON)" VENV="$(VENV)" TORCH="$(TORCH)" sh bin/install_requirements.sh
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
 		--no-build-isolation -e .
 	# matplotlib builds its font cache on first import and says so on stderr, which strict
@@ -21,14 +30,29 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -c "import matplotlib.font_manager"
 	touch $(STAMP)
 
+# Students work in $(WORK)/, a copy of notebooks/ that git ignores and the tests never read.
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(BIN)/python bin/workspace.py notebooks $(WORK)
+	$(BIN)/jupyter lab --notebook-dir=$(WORK) $(LAB_FLAGS)
+
+check: setup
+	@$(BIN)/python bin/check_notebook.py $(WORK) "$(CHAPTER)"
+
+# The course without solutions/, grader/ and tests/ (bin/student_edition.py lists it).
+student-edition:
+	@test -n "$(DEST)" || { echo "usage: make student-edition DEST=<new folder>"; exit 2; }
+	$(PYTHON) bin/student_edition.py "$(DEST)"
 
 lint: setup
 	$(BIN)/ruff check helpers tests bench
 
-test: lint
-	$(BIN)/python -m pytest -q
+test: course-source lint
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+course-source:
+	@test -d tests -a -d solutions || { echo "make test is the maintainers' suite and needs \
+	tests/ and solutions/, which the student edition leaves out. To check your work: \
+	make check CHAPTER=<chapter>"; exit 2; }
 
 bench: setup
 	$(BIN)/python bench/launch_bench.py

@@ -1,0 +1,67 @@
+#!/bin/sh
+# Create the course's virtual environment and install requirements.txt's exact pins into it,
+# and requirements-dev.txt's (the maintainers' test tools) where that file exists.
+# Shared by `make setup` and the Dockerfile, so a laptop and the image install the same way.
+#
+#   PYTHON=python3.11 VENV=.venv TORCH=cpu sh bin/install_requirements.sh   (run where
+#   requirements.txt is)
+#
+# PYTHON  the interpreter that creates VENV (3.11 or newer), when VENV does not exist yet
+# VENV    the environment's folder (default .venv)
+# TORCH   a PyTorch wheel index: cpu (no CUDA download), cu130, ...; empty: the torch wheel PyPI
+#         gives (the CUDA build on Linux x86-64)
+# TORCH_INDEX  the full index address, when it is not https://download.pytorch.org/whl/$TORCH
+set -eu
+
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+TORCH=${TORCH:-}
+MINIMUM=3.11
+
+# The pins (numpy, matplotlib, ipykernel, nbgrader) need 3.11: say so before pip downloads
+# anything and fails with "No matching distribution".
+if [ -x "$VENV/bin/python" ]; then
+    interpreter="$VENV/bin/python"
+    advice="$VENV was made with an older Python: remove it (make clean) and run make again"
+else
+    interpreter=$PYTHON
+    advice="install it (python.org, your package manager, pyenv or 'uv python install 3.11') \
+and run make PYTHON=python3.11 ..., or use the Docker image (README, Docker)"
+fi
+found=$("$interpreter" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || {
+    echo "Python $MINIMUM or newer is needed, and '$interpreter' could not be run; $advice" >&2
+    exit 1
+}
+major=${found%%.*}
+minor=${found#*.}
+if [ "$major" -lt 3 ] || { [ "$major" -eq 3 ] && [ "$minor" -lt 11 ]; }; then
+    echo "Python $MINIMUM or newer is needed (found $found); $advice" >&2
+    exit 1
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    new_folder=$([ -e "$VENV" ] || echo yes)
+    "$PYTHON" -m venv "$VENV" || {
+        # a venv without pip is left behind when ensurepip is missing: do not keep it (only
+        # ever a folder made here: the image's /opt/venv, say, exists beforehand)
+        if [ "$new_folder" = yes ]; then rm -rf "$VENV"; fi
+        echo "could not create $VENV with $PYTHON: on Debian or Ubuntu install the venv module \
+(sudo apt install python$found-venv) and run make again" >&2
+        exit 1
+    }
+fi
+
+pip_install() {
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
+}
+if [ -n "$TORCH" ] || [ -n "${TORCH_INDEX:-}" ]; then
+    # torch alone from PyTorch's own index (e.g. the CPU build); the rest from PyPI, where
+    # requirements.txt's torch==X then finds X+cpu already installed
+    index=${TORCH_INDEX:-https://download.pytorch.org/whl/$TORCH}
+    torch_pin=$(grep -E '^torch==' requirements.txt)
+    pip_install --index-url "$index" "$torch_pin"
+fi
+pip_install -r requirements.txt
+if [ -f requirements-dev.txt ]; then
+    pip_install -r requirements-dev.txt
+fi

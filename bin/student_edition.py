@@ -1,0 +1,60 @@
+"""Export the student edition: the course as students get it, without the answers.
+
+    python bin/student_edition.py DEST          # make student-edition DEST=...
+
+``EDITION`` is the one list of what a student gets. The Docker image's ``student`` target is
+built from this export, and tests/test_student_edition.py scans it: no ``solutions/`` (answers
+and hidden tests), no ``grader/`` (gradebook), no maintainers' tests.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+EDITION = (
+    "README.md",
+    "Makefile",
+    "requirements.txt",
+    "pyproject.toml",
+    "environment.yml",
+    ".gitignore",
+    "bin/install_requirements.sh",  # make setup
+    "bin/workspace.py",  # make lab
+    "bin/check_notebook.py",  # make check
+    "helpers/commlab",  # the course's helper package
+    "notebooks",  # the chapters with exercises to fill in (nbgrader's release)
+)
+
+# Build and editor leftovers a checkout may hold inside the listed folders.
+LEFTOVERS = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".ipynb_checkpoints")
+
+
+def export(dest: Path, root: Path = ROOT) -> list[Path]:
+    """Copy the student edition of the course at ``root`` into ``dest``; return its files."""
+    if dest.exists() and any(dest.iterdir()):
+        raise SystemExit(f"{dest} is not empty: give a new folder")
+    for name in EDITION:
+        source, target = root / name, dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=LEFTOVERS)
+        else:
+            shutil.copy2(source, target)
+    return sorted(p.relative_to(dest) for p in dest.rglob("*") if p.is_file())
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python bin/student_edition.py DEST")
+        return 2
+    files = export(Path(argv[0]))
+    print(f"student edition: {len(files)} files in {argv[0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
