@@ -6,7 +6,7 @@
 #   docker run --rm -it --gpus all --shm-size=1g -p 127.0.0.1:8888:8888 \
 #       -v "$PWD/commlab-work:/home/student/course/work" commlab-course
 #
-# Targets: `student` (the default, last below): the student edition (bin/student_edition.py),
+# Targets: `student` (the default, last below): the student edition (helpers/scripts/student_edition.py),
 # no solutions, hidden tests, grader or gradebook. `instructor`: the whole course, for grading
 # and for the maintainers' tests.
 #
@@ -46,7 +46,7 @@ RUN groupadd --gid "${GID}" student \
 USER ${UID}:${GID}
 WORKDIR /tmp/install
 ARG TORCH=""
-COPY --chown=student:student requirements.txt bin/install_requirements.sh ./
+COPY --chown=student:student requirements.txt helpers/scripts/install_requirements.sh ./
 RUN TORCH="${TORCH}" sh install_requirements.sh
 WORKDIR /home/student/course
 

@@ -22,7 +22,7 @@ setup: $(STAMP)
 
 # Reinstalls whenever the pins or the package metadata change.
 $(STAMP): requirements.txt $(wildcard requirements-dev.txt) pyproject.toml
-	@PYTHON="$(PYTHON)" VENV="$(VENV)" TORCH="$(TORCH)" sh bin/install_requirements.sh
+	@PYTHON="$(PYTHON)" VENV="$(VENV)" TORCH="$(TORCH)" sh helpers/scripts/install_requirements.sh
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
 		--no-build-isolation -e .
 	# matplotlib builds its font cache on first import and says so on stderr, which strict
@@ -32,16 +32,16 @@ $(STAMP): requirements.txt $(wildcard requirements-dev.txt) pyproject.toml
 
 # Students work in $(WORK)/, a copy of notebooks/ that git ignores and the tests never read.
 lab: setup
-	$(BIN)/python bin/workspace.py notebooks $(WORK)
+	$(BIN)/python helpers/scripts/workspace.py notebooks $(WORK)
 	$(BIN)/jupyter lab --notebook-dir=$(WORK) $(LAB_FLAGS)
 
 check: setup
-	@$(BIN)/python bin/check_notebook.py $(WORK) "$(CHAPTER)"
+	@$(BIN)/python helpers/scripts/check_notebook.py $(WORK) "$(CHAPTER)"
 
-# The course without solutions/, grader/ and tests/ (bin/student_edition.py lists it).
+# The course without solutions/, grader/ and tests/ (helpers/scripts/student_edition.py lists it).
 student-edition:
 	@test -n "$(DEST)" || { echo "usage: make student-edition DEST=<new folder>"; exit 2; }
-	$(PYTHON) bin/student_edition.py "$(DEST)"
+	$(PYTHON) helpers/scripts/student_edition.py "$(DEST)"
 
 lint: setup
 	$(BIN)/ruff check helpers tests bench

@@ -61,7 +61,7 @@ def test_check_exits_0_when_every_visible_test_passes(tmp_path):
     chapter = "01_broadcast"
     _students_work(tmp_path / "work", chapter,
                    answered=["01-my-broadcast", "01-share-initial-weights"])
-    done = subprocess.run([str(VENV / "bin" / "python"), "bin/check_notebook.py",
+    done = subprocess.run([str(VENV / "bin" / "python"), "helpers/scripts/check_notebook.py",
                            str(tmp_path / "work"), chapter],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

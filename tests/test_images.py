@@ -97,7 +97,8 @@ def test_dockerfile_passes_hadolint():
 
 
 def test_dockerfile_installs_one_torch_through_the_shared_install_script():
-    # the base is a plain Python (no torch of its own); nothing but bin/install_requirements.sh
+    # the base is a plain Python (no torch of its own); nothing but
+    # helpers/scripts/install_requirements.sh
     # (requirements.txt's pins, torch==2.13.0 among them) and `make setup` installs packages
     instructions = _dockerfile()
     bases = [args for _, ins, args in instructions if ins == "FROM"]

@@ -3,7 +3,8 @@ TORCH=cpu takes the pinned torch from PyTorch's CPU index.
 
 PyTorch's index cannot be reached from CI, so these runs use a stand-in interpreter: a script
 that answers the version question and makes a venv whose python writes down every command
-it is given. Everything else (make, the Makefile, bin/install_requirements.sh) is the real one.
+it is given. Everything else (make, the Makefile, helpers/scripts/install_requirements.sh) is
+the real one.
 """
 
 from __future__ import annotations

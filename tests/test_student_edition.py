@@ -43,7 +43,8 @@ def test_student_edition_has_every_chapter_the_helper_and_the_students_commands(
         assert (edition / "notebooks" / chapter / f"{chapter}.ipynb").read_bytes() == \
             released.read_bytes()
     for needed in ("Makefile", "requirements.txt", "pyproject.toml", "helpers/commlab/__init__.py",
-                   "bin/install_requirements.sh", "bin/workspace.py", "bin/check_notebook.py"):
+                   "helpers/scripts/install_requirements.sh", "helpers/scripts/workspace.py",
+                   "helpers/scripts/check_notebook.py"):
         assert (edition / needed).is_file(), needed
 
 

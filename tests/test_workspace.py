@@ -3,15 +3,17 @@ and the maintainers' `make test` never reads it."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from support.course_copy import ROOT, VENV, make, tracked_copy
 
-sys.path.insert(0, str(ROOT / "bin"))
-import workspace  # noqa: E402
+_SPEC = importlib.util.spec_from_file_location("workspace",
+                                               ROOT / "helpers" / "scripts" / "workspace.py")
+workspace = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(workspace)
 
 RELEASE = ROOT / "notebooks"
 CHAPTER = "00_launching_ranks"

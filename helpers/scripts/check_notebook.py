@@ -2,7 +2,7 @@
 say which of the visible tests pass.
 
     make check CHAPTER=01_broadcast             # or CHAPTER=01
-    python bin/check_notebook.py work 01_broadcast
+    python helpers/scripts/check_notebook.py work 01_broadcast
 
 The exit status is 0 only when every visible test passes. The grader also runs hidden tests,
 so passing here is necessary, not sufficient. Inside JupyterLab, nbgrader's Validate button

@@ -1,6 +1,6 @@
 """Export the student edition: the course as students get it, without the answers.
 
-    python bin/student_edition.py DEST          # make student-edition DEST=...
+    python helpers/scripts/student_edition.py DEST          # make student-edition DEST=...
 
 ``EDITION`` is the one list of what a student gets. The Docker image's ``student`` target is
 built from this export, and tests/test_student_edition.py scans it: no ``solutions/`` (answers
@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 EDITION = (
     "README.md",
@@ -22,9 +22,9 @@ EDITION = (
     "pyproject.toml",
     "environment.yml",
     ".gitignore",
-    "bin/install_requirements.sh",  # make setup
-    "bin/workspace.py",  # make lab
-    "bin/check_notebook.py",  # make check
+    "helpers/scripts/install_requirements.sh",  # make setup
+    "helpers/scripts/workspace.py",  # make lab
+    "helpers/scripts/check_notebook.py",  # make check
     "helpers/commlab",  # the course's helper package
     "notebooks",  # the chapters with exercises to fill in (nbgrader's release)
 )
@@ -49,7 +49,7 @@ def export(dest: Path, root: Path = ROOT) -> list[Path]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python bin/student_edition.py DEST")
+        print("usage: python helpers/scripts/student_edition.py DEST")
         return 2
     files = export(Path(argv[0]))
     print(f"student edition: {len(files)} files in {argv[0]}")

@@ -1,7 +1,7 @@
 """Fill a student's workspace from the course's release: copy what the workspace lacks, never
 overwrite what is there.
 
-    python bin/workspace.py notebooks work      # `make lab` runs this before opening JupyterLab
+    python helpers/scripts/workspace.py notebooks work   # `make lab` runs this, then opens Lab
 
 Students work in ``work/`` (ignored by git, never read by the tests), so pulling course fixes
 into ``notebooks/`` never conflicts with their answers. A chapter added to the release later is
@@ -44,7 +44,7 @@ def fill(release: Path, work: Path) -> list[Path]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python bin/workspace.py RELEASE WORK   (e.g. notebooks work)")
+        print("usage: python helpers/scripts/workspace.py RELEASE WORK   (e.g. notebooks work)")
         return 2
     release, work = Path(argv[0]), Path(argv[1])
     try:

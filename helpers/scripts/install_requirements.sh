@@ -3,7 +3,7 @@
 # and requirements-dev.txt's (the maintainers' test tools) where that file exists.
 # Shared by `make setup` and the Dockerfile, so a laptop and the image install the same way.
 #
-#   PYTHON=python3.11 VENV=.venv TORCH=cpu sh bin/install_requirements.sh   (run where
+#   PYTHON=python3.11 VENV=.venv TORCH=cpu sh helpers/scripts/install_requirements.sh   (run where
 #   requirements.txt is)
 #
 # PYTHON  the interpreter that creates VENV (3.11 or newer), when VENV does not exist yet
