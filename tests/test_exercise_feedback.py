@@ -1,0 +1,108 @@
+"""The typical wrong answer to each exercise of the training chapters fails its test cell with a
+message that says what is wrong.
+
+Each case runs, in a real Jupyter kernel, the chapter's set-up and definition cells, then the
+wrong answer in place of the solution cell, then the exercise's test cell as nbgrader would, and
+checks the error the student would read.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from support.kernel import Kernel
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFINING = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)
+
+
+def _cells(chapter: str) -> list[dict]:
+    path = ROOT / "solutions" / chapter / f"{chapter}.ipynb"
+    return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def _defines_only(source: str) -> bool:
+    """A cell that only imports and defines (no run, no picture): cheap to replay."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return bool(body) and all(isinstance(node, DEFINING) for node in body)
+
+
+def _grade_id(cell: dict) -> str | None:
+    return cell["metadata"].get("nbgrader", {}).get("grade_id")
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    started: dict[str, Kernel] = {}
+    yield started
+    for kernel in started.values():
+        kernel.shutdown()
+
+
+def _chapter_kernel(kernels: dict[str, Kernel], chapter: str) -> Kernel:
+    if chapter not in kernels:
+        kernel = Kernel()
+        for cell in _cells(chapter):
+            source = "".join(cell["source"])
+            graded = cell["metadata"].get("nbgrader", {}).get("grade")
+            if not graded and _defines_only(source):
+                ran = kernel.execute(source, timeout=120)
+                assert ran.status == "ok", (chapter, source[:80], ran.error)
+        kernels[chapter] = kernel
+    return kernels[chapter]
+
+
+def _test_cell(chapter: str, solution_id: str) -> str:
+    for cell in _cells(chapter):
+        if _grade_id(cell) == f"{solution_id}-test":
+            return "".join(cell["source"])
+    raise LookupError(f"{chapter} has no test cell {solution_id}-test")
+
+
+WRONG = {
+    "11-hierarchical-all-reduce": (
+        "11_process_groups",
+        # the whole tensor crosses the nodes instead of one shard
+        '''
+def hierarchical_all_reduce(tensor, intra_group, inter_group):
+    dist.all_reduce(tensor, group=intra_group)
+    dist.all_reduce(tensor, group=inter_group)
+    return tensor
+''',
+        ["the bytes sent in group [0, 2] (across nodes, an all_reduce of one shard) should be\n"
+         "    16\nbut it is\n    32"]),
+    "11-dp-tp-gradient": (
+        "11_process_groups",
+        # the gradient is summed over the world instead of the data-parallel group
+        '''
+def dp_tp_gradient(x, target, w_shard, dp_group, tp_group):
+    tp_rank, tp_size = dist.get_rank(tp_group), dist.get_world_size(tp_group)
+    x_part = torch.tensor_split(x, tp_size, dim=1)[tp_rank]
+    y = x_part @ w_shard
+    dist.all_reduce(y, group=tp_group)
+    gradient = x_part.T @ (y - target) / (x.shape[0] * dist.get_world_size(dp_group))
+    dist.all_reduce(gradient)
+    return gradient
+''',
+        ["the groups of your all_reduce calls (the activations on the tp group, then the "
+         "gradient on the dp group) should be\n    [[0, 1], [0, 2]]\nbut it is\n"
+         "    [[0, 1], [0, 1, 2, 3]]"]),
+}
+
+
+@pytest.mark.parametrize("solution_id", sorted(WRONG))
+def test_typical_wrong_answer_fails_with_a_message_that_names_the_mistake(kernels, solution_id):
+    chapter, wrong, fragments = WRONG[solution_id]
+    kernel = _chapter_kernel(kernels, chapter)
+    assert kernel.execute(wrong, timeout=60).status == "ok"
+    ran = kernel.execute(_test_cell(chapter, solution_id), timeout=120)
+    assert ran.error is not None, f"the wrong answer to {solution_id} passed its test cell"
+    assert ran.error["ename"] == "AssertionError"
+    assert any(fragment in ran.error["evalue"] for fragment in fragments), ran.error["evalue"]
