@@ -9,6 +9,7 @@ checks the error the student would read.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from pathlib import Path
 
@@ -49,6 +50,9 @@ def kernels():
 def _chapter_kernel(kernels: dict[str, Kernel], chapter: str) -> Kernel:
     if chapter not in kernels:
         kernel = Kernel()
+        # a failing test cell is the point here: the kernel must not drop the next request, as
+        # it does for a short while after an error when asked to stop on errors
+        kernel.client.execute = functools.partial(kernel.client.execute, stop_on_error=False)
         for cell in _cells(chapter):
             source = "".join(cell["source"])
             graded = cell["metadata"].get("nbgrader", {}).get("grade")
@@ -94,6 +98,44 @@ def dp_tp_gradient(x, target, w_shard, dp_group, tp_group):
         ["the groups of your all_reduce calls (the activations on the tp group, then the "
          "gradient on the dp group) should be\n    [[0, 1], [0, 2]]\nbut it is\n"
          "    [[0, 1], [0, 1, 2, 3]]"]),
+    "12-average-all": (
+        "12_async_and_overlap",
+        # each call waited for at once: nothing is in flight together
+        '''
+def average_all(tensors):
+    for tensor in tensors:
+        dist.all_reduce(tensor, async_op=True).wait()
+        tensor /= dist.get_world_size()
+''',
+        ["for each all_reduce, whether it was started before the first wait() returned (start "
+         "them all, then wait) should be\n    [True, True, True]\nbut it is\n"
+         "    [True, False, False]"]),
+    "12-bucketed-ddp": (
+        "12_async_and_overlap",
+        # right values, but every bucket is all-reduced after the backward pass: no overlap
+        '''
+class BucketedDDP(torch.nn.Module):
+    def __init__(self, module, bucket_cap_bytes):
+        super().__init__()
+        self.module = module
+        for param in module.parameters():
+            dist.broadcast(param.data, src=0)
+        self.buckets = make_buckets(list(module.parameters()), bucket_cap_bytes)
+
+    def forward(self, *inputs):
+        return self.module(*inputs)
+
+    def finish_gradient_synchronization(self):
+        for bucket in self.buckets:
+            flat = torch.cat([p.grad.reshape(-1) for p in bucket])
+            dist.all_reduce(flat, async_op=True).wait()
+            flat /= dist.get_world_size()
+            for param, average in zip(bucket, flat.split([p.numel() for p in bucket])):
+                param.grad.copy_(average.view_as(param.grad))
+''',
+        ["(async_op, started before loss.backward() returned) of each bucket's all_reduce "
+         "should be\n    [(True, True), (True, True), (True, True)]\nbut it is\n"
+         "    [(True, False), (True, False), (True, False)]"]),
 }
 
 
@@ -101,8 +143,9 @@ def dp_tp_gradient(x, target, w_shard, dp_group, tp_group):
 def test_typical_wrong_answer_fails_with_a_message_that_names_the_mistake(kernels, solution_id):
     chapter, wrong, fragments = WRONG[solution_id]
     kernel = _chapter_kernel(kernels, chapter)
-    assert kernel.execute(wrong, timeout=60).status == "ok"
+    defined = kernel.execute(wrong, timeout=60)
+    assert defined.status == "ok", defined.error
     ran = kernel.execute(_test_cell(chapter, solution_id), timeout=120)
     assert ran.error is not None, f"the wrong answer to {solution_id} passed its test cell"
-    assert ran.error["ename"] == "AssertionError"
+    assert ran.error["ename"] == "AssertionError", ran.error["evalue"]
     assert any(fragment in ran.error["evalue"] for fragment in fragments), ran.error["evalue"]
