@@ -136,6 +136,60 @@ class BucketedDDP(torch.nn.Module):
         ["(async_op, started before loss.backward() returned) of each bucket's all_reduce "
          "should be\n    [(True, True), (True, True), (True, True)]\nbut it is\n"
          "    [(True, False), (True, False), (True, False)]"]),
+    "13-train-data-parallel": (
+        "13_capstone_training",
+        # no broadcast: every rank trains from its own initial weights
+        '''
+def train_data_parallel(model, batches, lr=0.1):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    losses = []
+    for x, y in batches:
+        x_mine = torch.tensor_split(x, world_size)[rank]
+        y_mine = torch.tensor_split(y, world_size)[rank]
+        loss = torch.nn.functional.mse_loss(model(x_mine), y_mine)
+        loss.backward()
+        all_reduce_gradients(list(model.parameters()))
+        sgd_step(model.parameters(), lr)
+        reported = loss.detach().reshape(1)
+        dist.all_reduce(reported)
+        losses.append(reported.item() / world_size)
+    return losses
+''',
+        ["On rank 0 (world_size=4, steps=4, batch=16), the loss of each step (those of "
+         "train_single from rank 0's weights) should be"]),
+    "13-train-zero3": (
+        "13_capstone_training",
+        # the right losses, but the whole gradient is all-reduced instead of reduce-scattered
+        '''
+def train_zero3(model, batches, lr=0.1):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    params = list(model.parameters())
+    numel = sum(p.numel() for p in params)
+    padded = flat_padded(params, world_size).detach()
+    shard = torch.empty(padded.numel() // world_size)
+    dist.scatter(shard, list(torch.chunk(padded, world_size)) if rank == 0 else None, src=0)
+    full = torch.empty_like(padded)
+    losses = []
+    for x, y in batches:
+        dist.all_gather_into_tensor(full, shard)
+        torch.nn.utils.vector_to_parameters(full[:numel], params)
+        x_mine = torch.tensor_split(x, world_size)[rank]
+        y_mine = torch.tensor_split(y, world_size)[rank]
+        loss = torch.nn.functional.mse_loss(model(x_mine), y_mine)
+        loss.backward()
+        flat = flat_padded([p.grad for p in params], world_size)
+        dist.all_reduce(flat)
+        shard -= lr * torch.chunk(flat, world_size)[rank] / world_size
+        for param in params:
+            param.grad = None
+        reported = loss.detach().reshape(1)
+        dist.all_reduce(reported)
+        losses.append(reported.item() / world_size)
+    return losses
+''',
+        ["the bytes your code sent with each kind of call should be\n    {'scatter': 972, "
+         "'all_gather_into_tensor': 3888, 'reduce_scatter_tensor': 3888, 'all_reduce': 48}\n"
+         "but it is\n    {'scatter': 972, 'all_gather_into_tensor': 3888, 'all_reduce': 15600}"]),
 }
 
 

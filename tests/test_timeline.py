@@ -70,3 +70,7 @@ def test_draw_timeline_draws_a_bar_per_span_and_per_call(result):
 def test_draw_timeline_rejects_spans_that_are_not_one_list_per_rank(result):
     with pytest.raises(ValueError, match="a list of 2 lists"):
         draw_timeline(result, [[Span("x", 0.0, 1.0)]])
+
+
+def test_a_span_shows_its_label_but_not_its_times():
+    assert repr(Span("backward", 1.25, 2.5)) == "Span('backward')"
