@@ -58,7 +58,7 @@ def _chapter_kernel(kernels: dict[str, Kernel], chapter: str) -> Kernel:
             graded = cell["metadata"].get("nbgrader", {}).get("grade")
             if not graded and _defines_only(source):
                 ran = kernel.execute(source, timeout=120)
-                assert ran.status == "ok", (chapter, source[:80], ran.error)
+                assert ran.error is None, (chapter, source[:80], ran.error)
         kernels[chapter] = kernel
     return kernels[chapter]
 
@@ -197,8 +197,9 @@ def train_zero3(model, batches, lr=0.1):
 def test_typical_wrong_answer_fails_with_a_message_that_names_the_mistake(kernels, solution_id):
     chapter, wrong, fragments = WRONG[solution_id]
     kernel = _chapter_kernel(kernels, chapter)
-    defined = kernel.execute(wrong, timeout=60)
-    assert defined.status == "ok", defined.error
+    # judged by the error messages of this cell, not by the next reply on the shell channel:
+    # under load, the kernel_info requests of the start-up can leave extra replies there
+    assert kernel.execute(wrong, timeout=60).error is None
     ran = kernel.execute(_test_cell(chapter, solution_id), timeout=120)
     assert ran.error is not None, f"the wrong answer to {solution_id} passed its test cell"
     assert ran.error["ename"] == "AssertionError", ran.error["evalue"]
