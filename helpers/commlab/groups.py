@@ -159,7 +159,7 @@ def draw_groups(result: RunResult, shape: tuple[int, int] | None = None,
     text = fig.add_axes((0.46, 0.06, 0.52, 0.84))
     text.set_axis_off()
     for i, line in enumerate(line for line in lines if not line.startswith("ranks []")):
-        text.text(0, 1 - 0.1 * i, f"G{i + 1}  {line}", color=GROUP_COLORS[i % len(GROUP_COLORS)],
-                  fontsize=10, va="top", family="monospace", wrap=True)
+        text.text(0, 1 - 0.13 * i, f"G{i + 1}  {line}", color=GROUP_COLORS[i % len(GROUP_COLORS)],
+                  fontsize=9, va="top", family="monospace", wrap=True)
     fig.suptitle(title or "Process groups of the run: one frame per group", fontsize=12)
     return fig
