@@ -102,6 +102,9 @@ class Call:
         reduce_op: e.g. ``"SUM"`` for reductions, else ``None``.
         sent_to, received_from: peer (global rank) -> bytes, for a direct exchange.
         seconds: wall time of the call (for ``async_op=True``, the time to issue it).
+        started, finished: ``time.perf_counter()`` when the call began and when its result was
+            there: when it returned, or for an async call when its work was first waited for
+            (``None`` until then). The clock is shared by the processes of one machine.
         async_op: whether the call returned a work handle instead of waiting.
         before, after: parameter name -> CPU copy of small tensor arguments (or list of copies),
             taken just before and just after the call; ``after`` is empty for async calls.
@@ -121,6 +124,8 @@ class Call:
     sent_to: dict[int, int] = dataclasses.field(default_factory=dict)
     received_from: dict[int, int] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
+    started: float = 0.0
+    finished: float | None = None
     async_op: bool = False
     before: dict[str, Any] = dataclasses.field(default_factory=dict)
     after: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -214,7 +219,7 @@ class Recorder:
                 call.before = _snapshot(bound.arguments)
             self._publish(self.IN_CALL, name, index)
             self._local.depth = 1
-            start = time.perf_counter()
+            start = call.started = time.perf_counter()
             try:
                 out = original(*args, **kwargs)
             except BaseException as exc:
@@ -222,17 +227,18 @@ class Recorder:
                 raise
             finally:
                 call.seconds = time.perf_counter() - start
+                call.finished = start + call.seconds
                 self._local.depth = 0
                 self._publish(self.RUNNING, name, index)
             call.async_op = bool(bound.arguments.get("async_op", False))
             if name in ("recv", "irecv") and call.root is None and isinstance(out, int):
                 call.root = out
                 call.received_from = {out: call.received_from.pop(-1, 0)}
+            if call.async_op or name in ("isend", "irecv", "batch_isend_irecv"):
+                # the call is done, and its values are there, only once the work is waited for
+                call.finished = None
+                return _after_wait(out, lambda: _waited(call, bound.arguments, self.keep_values))
             if self.keep_values:
-                if call.async_op or name in ("isend", "irecv", "batch_isend_irecv"):
-                    # the values are there only once the work is waited for
-                    return _after_wait(out, lambda: call.after or call.after.update(
-                        _snapshot(bound.arguments)))
                 call.after = _snapshot(bound.arguments)
             return out
 
@@ -342,6 +348,13 @@ def _after_wait(out: Any, on_done: Callable[[], Any]) -> Any:
     if out is None or isinstance(out, list):
         return out
     return _WaitRecorder(out, on_done)
+
+
+def _waited(call: Call, arguments: dict[str, Any], keep_values: bool) -> None:
+    if call.finished is None:
+        call.finished = time.perf_counter()
+    if keep_values and not call.after:
+        call.after.update(_snapshot(arguments))
 
 
 def _snapshot(arguments: dict[str, Any]) -> dict[str, Any]:

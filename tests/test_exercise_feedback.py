@@ -1,0 +1,206 @@
+"""The typical wrong answer to each exercise of the training chapters fails its test cell with a
+message that says what is wrong.
+
+Each case runs, in a real Jupyter kernel, the chapter's set-up and definition cells, then the
+wrong answer in place of the solution cell, then the exercise's test cell as nbgrader would, and
+checks the error the student would read.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+from pathlib import Path
+
+import pytest
+
+from support.kernel import Kernel
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFINING = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)
+
+
+def _cells(chapter: str) -> list[dict]:
+    path = ROOT / "solutions" / chapter / f"{chapter}.ipynb"
+    return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def _defines_only(source: str) -> bool:
+    """A cell that only imports and defines (no run, no picture): cheap to replay."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return bool(body) and all(isinstance(node, DEFINING) for node in body)
+
+
+def _grade_id(cell: dict) -> str | None:
+    return cell["metadata"].get("nbgrader", {}).get("grade_id")
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    started: dict[str, Kernel] = {}
+    yield started
+    for kernel in started.values():
+        kernel.shutdown()
+
+
+def _chapter_kernel(kernels: dict[str, Kernel], chapter: str) -> Kernel:
+    if chapter not in kernels:
+        kernel = Kernel()
+        # a failing test cell is the point here: the kernel must not drop the next request, as
+        # it does for a short while after an error when asked to stop on errors
+        kernel.client.execute = functools.partial(kernel.client.execute, stop_on_error=False)
+        for cell in _cells(chapter):
+            source = "".join(cell["source"])
+            graded = cell["metadata"].get("nbgrader", {}).get("grade")
+            if not graded and _defines_only(source):
+                ran = kernel.execute(source, timeout=120)
+                assert ran.error is None, (chapter, source[:80], ran.error)
+        kernels[chapter] = kernel
+    return kernels[chapter]
+
+
+def _test_cell(chapter: str, solution_id: str) -> str:
+    for cell in _cells(chapter):
+        if _grade_id(cell) == f"{solution_id}-test":
+            return "".join(cell["source"])
+    raise LookupError(f"{chapter} has no test cell {solution_id}-test")
+
+
+WRONG = {
+    "11-hierarchical-all-reduce": (
+        "11_process_groups",
+        # the whole tensor crosses the nodes instead of one shard
+        '''
+def hierarchical_all_reduce(tensor, intra_group, inter_group):
+    dist.all_reduce(tensor, group=intra_group)
+    dist.all_reduce(tensor, group=inter_group)
+    return tensor
+''',
+        ["the bytes sent in group [0, 2] (across nodes, an all_reduce of one shard) should be\n"
+         "    16\nbut it is\n    32"]),
+    "11-dp-tp-gradient": (
+        "11_process_groups",
+        # the gradient is summed over the world instead of the data-parallel group
+        '''
+def dp_tp_gradient(x, target, w_shard, dp_group, tp_group):
+    tp_rank, tp_size = dist.get_rank(tp_group), dist.get_world_size(tp_group)
+    x_part = torch.tensor_split(x, tp_size, dim=1)[tp_rank]
+    y = x_part @ w_shard
+    dist.all_reduce(y, group=tp_group)
+    gradient = x_part.T @ (y - target) / (x.shape[0] * dist.get_world_size(dp_group))
+    dist.all_reduce(gradient)
+    return gradient
+''',
+        ["the groups of your all_reduce calls (the activations on the tp group, then the "
+         "gradient on the dp group) should be\n    [[0, 1], [0, 2]]\nbut it is\n"
+         "    [[0, 1], [0, 1, 2, 3]]"]),
+    "12-average-all": (
+        "12_async_and_overlap",
+        # each call waited for at once: nothing is in flight together
+        '''
+def average_all(tensors):
+    for tensor in tensors:
+        dist.all_reduce(tensor, async_op=True).wait()
+        tensor /= dist.get_world_size()
+''',
+        ["for each all_reduce, whether it was started before the first wait() returned (start "
+         "them all, then wait) should be\n    [True, True, True]\nbut it is\n"
+         "    [True, False, False]"]),
+    "12-bucketed-ddp": (
+        "12_async_and_overlap",
+        # right values, but every bucket is all-reduced after the backward pass: no overlap
+        '''
+class BucketedDDP(torch.nn.Module):
+    def __init__(self, module, bucket_cap_bytes):
+        super().__init__()
+        self.module = module
+        for param in module.parameters():
+            dist.broadcast(param.data, src=0)
+        self.buckets = make_buckets(list(module.parameters()), bucket_cap_bytes)
+
+    def forward(self, *inputs):
+        return self.module(*inputs)
+
+    def finish_gradient_synchronization(self):
+        for bucket in self.buckets:
+            flat = torch.cat([p.grad.reshape(-1) for p in bucket])
+            dist.all_reduce(flat, async_op=True).wait()
+            flat /= dist.get_world_size()
+            for param, average in zip(bucket, flat.split([p.numel() for p in bucket])):
+                param.grad.copy_(average.view_as(param.grad))
+''',
+        ["(async_op, started before loss.backward() returned) of each bucket's all_reduce "
+         "should be\n    [(True, True), (True, True), (True, True)]\nbut it is\n"
+         "    [(True, False), (True, False), (True, False)]"]),
+    "13-train-data-parallel": (
+        "13_capstone_training",
+        # no broadcast: every rank trains from its own initial weights
+        '''
+def train_data_parallel(model, batches, lr=0.1):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    losses = []
+    for x, y in batches:
+        x_mine = torch.tensor_split(x, world_size)[rank]
+        y_mine = torch.tensor_split(y, world_size)[rank]
+        loss = torch.nn.functional.mse_loss(model(x_mine), y_mine)
+        loss.backward()
+        all_reduce_gradients(list(model.parameters()))
+        sgd_step(model.parameters(), lr)
+        reported = loss.detach().reshape(1)
+        dist.all_reduce(reported)
+        losses.append(reported.item() / world_size)
+    return losses
+''',
+        ["On rank 0 (world_size=4, steps=4, batch=16), the loss of each step (those of "
+         "train_single from rank 0's weights) should be"]),
+    "13-train-zero3": (
+        "13_capstone_training",
+        # the right losses, but the whole gradient is all-reduced instead of reduce-scattered
+        '''
+def train_zero3(model, batches, lr=0.1):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    params = list(model.parameters())
+    numel = sum(p.numel() for p in params)
+    padded = flat_padded(params, world_size).detach()
+    shard = torch.empty(padded.numel() // world_size)
+    dist.scatter(shard, list(torch.chunk(padded, world_size)) if rank == 0 else None, src=0)
+    full = torch.empty_like(padded)
+    losses = []
+    for x, y in batches:
+        dist.all_gather_into_tensor(full, shard)
+        torch.nn.utils.vector_to_parameters(full[:numel], params)
+        x_mine = torch.tensor_split(x, world_size)[rank]
+        y_mine = torch.tensor_split(y, world_size)[rank]
+        loss = torch.nn.functional.mse_loss(model(x_mine), y_mine)
+        loss.backward()
+        flat = flat_padded([p.grad for p in params], world_size)
+        dist.all_reduce(flat)
+        shard -= lr * torch.chunk(flat, world_size)[rank] / world_size
+        for param in params:
+            param.grad = None
+        reported = loss.detach().reshape(1)
+        dist.all_reduce(reported)
+        losses.append(reported.item() / world_size)
+    return losses
+''',
+        ["the bytes your code sent with each kind of call should be\n    {'scatter': 972, "
+         "'all_gather_into_tensor': 3888, 'reduce_scatter_tensor': 3888, 'all_reduce': 48}\n"
+         "but it is\n    {'scatter': 972, 'all_gather_into_tensor': 3888, 'all_reduce': 15600}"]),
+}
+
+
+@pytest.mark.parametrize("solution_id", sorted(WRONG))
+def test_typical_wrong_answer_fails_with_a_message_that_names_the_mistake(kernels, solution_id):
+    chapter, wrong, fragments = WRONG[solution_id]
+    kernel = _chapter_kernel(kernels, chapter)
+    # judged by the error messages of this cell, not by the next reply on the shell channel:
+    # under load, the kernel_info requests of the start-up can leave extra replies there
+    assert kernel.execute(wrong, timeout=60).error is None
+    ran = kernel.execute(_test_cell(chapter, solution_id), timeout=120)
+    assert ran.error is not None, f"the wrong answer to {solution_id} passed its test cell"
+    assert ran.error["ename"] == "AssertionError", ran.error["evalue"]
+    assert any(fragment in ran.error["evalue"] for fragment in fragments), ran.error["evalue"]
