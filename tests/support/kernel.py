@@ -74,7 +74,12 @@ class Kernel:
                 run.error = content
             elif kind == "status" and content["execution_state"] == "idle":
                 break
-        reply = self.client.get_shell_msg(timeout=10)
+        # The shell channel may still hold replies to start-up requests (kernel_info): take
+        # the reply to this cell's request, not simply the next one.
+        while True:
+            reply = self.client.get_shell_msg(timeout=10)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
         run.status = reply["content"]["status"]
         run.seconds = time.monotonic() - start
         return run
