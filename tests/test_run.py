@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 import threading
 from pathlib import Path
 
@@ -157,6 +158,24 @@ def test_debug_turns_a_hang_into_an_immediate_mismatch_error():
     with pytest.raises(commlab.RankError, match="mismatch between collectives") as caught:
         commlab.run(extra, 2, debug=True, timeout=8)
     assert not isinstance(caught.value, commlab.CollectiveTimeout)
+
+
+def test_the_stop_button_while_the_forkserver_starts_does_not_break_the_next_run():
+    # Jupyter's stop button sends SIGINT to the kernel's whole process group, forkserver
+    # included; here it reaches a fresh forkserver while it is still importing torch.
+    code = textwrap.dedent("""
+        import os, signal, time
+        from multiprocessing import forkserver
+        import commlab
+        from commlab import processes
+        processes.mp_context()  # starts the forkserver and returns while it imports torch
+        time.sleep(0.3)  # past the interpreter's start, into the import
+        os.kill(forkserver._forkserver._forkserver_pid, signal.SIGINT)
+        print(commlab.run(lambda rank, world_size: rank, 2).returns)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.strip() == "[0, 1]", out.stderr
 
 
 # --- nothing left behind ------------------------------------------------------------------------

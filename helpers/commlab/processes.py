@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
+import threading
 from typing import Any
 
 import torch.multiprocessing as mp
@@ -75,10 +77,14 @@ def mp_context() -> Any:
 
 
 def _start_forkserver_quietly() -> None:
-    """Start the forkserver (once per kernel) with c10d's C++ log level at ERROR.
+    """Start the forkserver (once per kernel) with c10d's C++ log level at ERROR, and deaf to
+    the stop button.
 
     torch reads ``TORCH_CPP_LOG_LEVEL`` when it is imported, which for our workers happens once,
-    in the forkserver; its warnings would otherwise land in every rank's stderr.
+    in the forkserver; its warnings would otherwise land in every rank's stderr. Jupyter's stop
+    button sends SIGINT to the kernel's whole process group, forkserver included, and a
+    forkserver still importing torch would die of it, leaving its socket to the next run ("EOFError
+    ... unexpected EOF"). An ignored SIGINT is inherited through exec, and Python keeps it ignored.
     """
     from multiprocessing import forkserver
 
@@ -86,10 +92,24 @@ def _start_forkserver_quietly() -> None:
     if previous is None:
         os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
     try:
-        forkserver.ensure_running()
+        with _sigint_ignored():
+            forkserver.ensure_running()
     finally:
         if previous is None:
             del os.environ["TORCH_CPP_LOG_LEVEL"]
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored in this process meanwhile (only the main thread may change handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 @contextlib.contextmanager
