@@ -142,6 +142,11 @@ def _rank_environ(world_size: int, port: int, debug: bool) -> dict[str, str]:
         "LOCAL_WORLD_SIZE": str(world_size),
         # Every rank connects to the store the launcher owns, as under torchrun's agent.
         "TORCHELASTIC_USE_AGENT_STORE": "True",
+        # No rank returns from init_process_group (or new_group) before every rank has built
+        # the group: a rank that returns and closes the group at once would otherwise cut the
+        # connections a slower peer is still making ("Gloo connectFullMesh failed ...
+        # Connection closed by peer"). This holds for a group the student builds too.
+        "TORCH_DIST_INIT_BARRIER": "1",
         "COMMLAB_WORKER": "1",
         "TORCH_CPP_LOG_LEVEL": "INFO" if debug else os.environ.get("TORCH_CPP_LOG_LEVEL",
                                                                     "ERROR"),

@@ -35,6 +35,8 @@ def run_here(fn: Callable[..., Any], *, args: tuple, backend: str, timeout: floa
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     if debug:
         os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
+    # No rank returns from init_process_group before every rank has built the group.
+    os.environ["TORCH_DIST_INIT_BARRIER"] = "1"
     chosen = backends.choose_backend(backend, local_world)
     backends.set_current_device(backends.pick_device(chosen, local_rank, local_world))
     owns_group = not dist.is_initialized() and init_process_group
