@@ -1,4 +1,5 @@
-"""Building a process group: no rank leaves it half built for a slower peer."""
+"""Building a process group: no rank leaves it half built for a slower peer, and the NCCL branch
+can be taken on a CPU machine (``COMMLAB_PRETEND_GPUS``) as a student with GPUs would take it."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 import time
 
 import pytest
+import torch
 import torch.distributed as dist
 
 import commlab
@@ -77,3 +79,42 @@ def test_no_rank_returns_from_building_its_own_group_before_every_rank_has_built
 def test_no_rank_starts_its_function_before_every_rank_has_built_the_default_group():
     result = commlab.run(_times_of_default_group, 3, args=(_SlowBuildOn(1),), timeout=30)
     assert _no_rank_returned_before_all_built(result.returns), result.returns
+
+
+# --- the NCCL branch on a CPU machine ------------------------------------------------------------
+
+def _sum_on_cpu(rank, world_size):
+    tensor = torch.ones(3) * (rank + 1)  # a CPU tensor, as most chapter cells build
+    dist.all_reduce(tensor)
+    return tensor.tolist(), dist.get_backend(), str(commlab.device())
+
+
+@pytest.fixture
+def four_pretended_gpus(monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has real GPUs")
+    monkeypatch.setenv("COMMLAB_PRETEND_GPUS", "4")
+
+
+def test_pretended_gpus_take_the_nccl_branch(four_pretended_gpus):
+    assert commlab.run(_sum_on_cpu, 4).backend == "nccl"
+
+
+def test_cpu_tensors_all_reduce_on_the_nccl_branch(four_pretended_gpus):
+    result = commlab.run(_sum_on_cpu, 4)
+    assert [values for values, _, _ in result.returns] == [[10.0, 10.0, 10.0]] * 4
+
+
+def test_the_nccl_branch_without_cuda_builds_a_group_of_gloo_for_cpu_and_cuda(
+        four_pretended_gpus):
+    result = commlab.run(_sum_on_cpu, 4)
+    assert {backend for _, backend, _ in result.returns} == {"cpu:gloo,cuda:gloo"}
+
+
+def test_the_nccl_branch_without_cuda_puts_every_rank_on_the_cpu(four_pretended_gpus):
+    result = commlab.run(_sum_on_cpu, 4)
+    assert [device for _, _, device in result.returns] == ["cpu"] * 4
+
+
+def test_more_ranks_than_pretended_gpus_stay_on_gloo(four_pretended_gpus):
+    assert commlab.run(_sum_on_cpu, 5).backend == "gloo"

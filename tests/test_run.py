@@ -40,15 +40,17 @@ def test_bad_arguments_are_refused_before_any_process_starts(kwargs, error, word
 
 
 @pytest.mark.skipif(torch.cuda.device_count() >= 4, reason="this machine has 4 GPUs")
-def test_nccl_without_enough_gpus_is_refused_with_what_to_do():
+def test_nccl_without_enough_gpus_is_refused_with_what_to_do(monkeypatch):
+    monkeypatch.delenv("COMMLAB_PRETEND_GPUS", raising=False)
     with pytest.raises(ValueError, match="needs one GPU per rank") as caught:
         commlab.run(lambda rank, world_size: None, 4, backend="nccl")
     assert "backend='auto'" in str(caught.value)
 
 
-def test_auto_backend_is_gloo_on_the_cpu_and_device_says_so():
+def test_auto_backend_is_gloo_on_the_cpu_and_device_says_so(monkeypatch):
     if torch.cuda.device_count() >= 2:
         pytest.skip("enough GPUs for NCCL")
+    monkeypatch.delenv("COMMLAB_PRETEND_GPUS", raising=False)
     result = commlab.run(lambda rank, world_size: str(commlab.device()), 2)
     assert result.backend == "gloo"
     assert result.returns == ["cpu", "cpu"]

@@ -47,7 +47,8 @@ def run(fn: Callable[..., Any], world_size: int = 4, *, args: tuple = (),
         args: extra arguments passed to ``fn`` after ``rank`` and ``world_size``.
         backend: ``"auto"`` (NCCL with one GPU per rank when there are enough GPUs, else gloo on
             the CPU), ``"gloo"`` or ``"nccl"``. Inside ``fn``, ``commlab.device()`` is the
-            rank's device, so the same code runs on both.
+            rank's device, so the same code runs on both; with NCCL, CPU tensors still go
+            through gloo.
         timeout: seconds the ranks get to finish; past it every rank is stopped and
             :class:`CollectiveTimeout` says which call each rank was waiting in.
         init_process_group: ``False`` leaves ``dist.init_process_group()`` to ``fn``, which
