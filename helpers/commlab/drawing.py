@@ -28,6 +28,7 @@ from .palette import RANK_COLORS
 from .picture import (
     ALIASES,
     COLLECTIVES,
+    Picture,
     calls_made,
     collective_picture,
     known_calls,
@@ -97,19 +98,21 @@ def draw(result: Any, call: str | int | Call | None = None, *, layout: str = "au
         ...     dist.gather(tensor, gather_list=gather_list, dst=0)
         >>> commlab.draw(commlab.run(example, world_size=4))  # doctest: +SKIP
     """
+    picture = _picture_of(result, call, layout)
+    if title is not None:
+        picture.title = title
+    return render(picture, layout)
+
+
+def _picture_of(result: Any, call: str | int | Call | None, layout: str) -> Picture:
     if layout not in LAYOUTS:
         raise DrawError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}, "
                         f"not {layout!r}.")
     check_result(result)
     op, index = select(result, call)
     if op in POINT_TO_POINT:
-        picture = p2p_picture(result, index)
-    else:
-        calls = matching_calls(result, op, index)
-        picture = collective_picture(op, calls, result.world_size)
-    if title is not None:
-        picture.title = title
-    return render(picture, layout)
+        return p2p_picture(result, index)
+    return collective_picture(op, matching_calls(result, op, index), result.world_size)
 
 
 # --- choosing the call -------------------------------------------------------------------------
