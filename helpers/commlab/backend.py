@@ -7,10 +7,10 @@ works on a multi-GPU machine. :class:`commlab.RunResult` ``.backend`` says which
 (``"nccl"`` or ``"gloo"``); ``dist.get_backend()`` inside a rank names the group's backends.
 
 Testing aid: ``COMMLAB_PRETEND_GPUS=N`` in the environment makes commlab count N GPUs, so that
-a CPU machine (CI) takes the NCCL branch as a student with N GPUs would. Where CUDA or NCCL is
-missing, the CUDA half of the mixed group falls back to gloo (``"cpu:gloo,cuda:gloo"``) and
-:func:`commlab.device` stays the CPU. Real GPUs are never pretended away: the variable only
-counts for a machine that has fewer.
+a CPU machine (CI) takes the NCCL branch as a student with N GPUs would. Where NCCL can't
+really run the ranks (no CUDA, no NCCL, or fewer real GPUs than ranks), the CUDA half of the
+mixed group falls back to gloo (``"cpu:gloo,cuda:gloo"``) and :func:`commlab.device` stays the
+CPU. Real GPUs are never pretended away: the variable only counts for a machine that has fewer.
 """
 
 from __future__ import annotations
