@@ -28,9 +28,20 @@ def test_auto_picks_nccl_and_a_gpu_per_rank_when_there_are_enough():
     result = commlab.run(_sum_on_device, 1)
     assert result.backend == "nccl"
     device, backend, tensor = result.returns[0]
-    assert (device, backend) == ("cuda:0", "nccl")
+    # CUDA tensors go through NCCL, CPU tensors through gloo, in one group
+    assert (device, backend) == ("cuda:0", "cpu:gloo,cuda:nccl")
     assert tensor.device.type == "cpu" and tensor.tolist() == [1.0] * 3
     assert result.trace[0][0].tensors["tensor"].device == "cuda:0"
+
+
+def test_cpu_tensors_work_on_the_nccl_branch():
+    def on_cpu(rank, world_size):
+        tensor = torch.ones(3) * (rank + 1)
+        dist.all_reduce(tensor)
+        return tensor
+
+    result = commlab.run(on_cpu, 1)
+    assert result.backend == "nccl" and result.returns[0].tolist() == [1.0] * 3
 
 
 def test_auto_falls_back_to_gloo_on_the_cpu_with_fewer_gpus_than_ranks():

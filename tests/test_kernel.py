@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from support.kernel import Kernel, wait_for_no_children
 
 EXAMPLE = textwrap.dedent("""
@@ -18,18 +20,37 @@ EXAMPLE = textwrap.dedent("""
 """)
 
 
-def test_function_defined_in_a_cell_runs_on_four_ranks_in_rank_order(kernel: Kernel):
-    first = kernel.execute(EXAMPLE)
-    assert first.status == "ok", first.error
-    shown = "".join(first.text)
+@pytest.fixture(scope="module")
+def example(kernel: Kernel):
+    """The cell above, run once in the kernel: a function defined in a cell, on four ranks."""
+    run = kernel.execute(EXAMPLE)
+    assert run.status == "ok", run.error
+    return run
+
+
+def test_ranks_show_in_rank_order(example):
+    shown = "".join(example.text)
     positions = [shown.index(f"── rank {r} ──") for r in range(4)]
     assert positions == sorted(positions)
+
+
+def test_each_rank_shows_what_it_printed(example):
+    shown = "".join(example.text)
     assert "Rank 0 after reduce (sum): [[6.0, 6.0, 6.0, 6.0, 6.0]]" in shown
     assert "Rank 3 before reduce: [[3.0, 3.0, 3.0, 3.0, 3.0]]" in shown
-    assert first.stderr == ""
-    assert 'rank 3</div>' in "".join(first.html)
+
+
+def test_a_run_that_succeeds_writes_nothing_on_the_cells_stderr(example):
+    assert example.stderr == ""
+
+
+def test_the_html_view_labels_every_rank(example):
+    assert all(f'rank {r}</div>' in "".join(example.html) for r in range(4))
+
+
+def test_the_same_cell_run_again_shows_the_same_output(kernel: Kernel, example):
     again = [kernel.execute(EXAMPLE) for _ in range(3)]
-    assert all(run.text == first.text and run.html == first.html for run in again)
+    assert all(run.text == example.text and run.html == example.html for run in again)
 
 
 def test_closures_lambdas_and_notebook_globals_reach_the_ranks(kernel: Kernel):
@@ -134,6 +155,6 @@ def test_interrupt_stops_every_rank():
         assert run.seconds < 30
         assert wait_for_no_children(kernel) == []
         after = kernel.execute("print(commlab.run(lambda rank, world_size: rank, 2).returns)")
-        assert after.stdout.strip() == "[0, 1]"
+        assert after.stdout.strip() == "[0, 1]", after.error and after.error["evalue"]
     finally:
         kernel.shutdown()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 import threading
 from pathlib import Path
 
@@ -39,15 +40,17 @@ def test_bad_arguments_are_refused_before_any_process_starts(kwargs, error, word
 
 
 @pytest.mark.skipif(torch.cuda.device_count() >= 4, reason="this machine has 4 GPUs")
-def test_nccl_without_enough_gpus_is_refused_with_what_to_do():
+def test_nccl_without_enough_gpus_is_refused_with_what_to_do(monkeypatch):
+    monkeypatch.delenv("COMMLAB_PRETEND_GPUS", raising=False)
     with pytest.raises(ValueError, match="needs one GPU per rank") as caught:
         commlab.run(lambda rank, world_size: None, 4, backend="nccl")
     assert "backend='auto'" in str(caught.value)
 
 
-def test_auto_backend_is_gloo_on_the_cpu_and_device_says_so():
+def test_auto_backend_is_gloo_on_the_cpu_and_device_says_so(monkeypatch):
     if torch.cuda.device_count() >= 2:
         pytest.skip("enough GPUs for NCCL")
+    monkeypatch.delenv("COMMLAB_PRETEND_GPUS", raising=False)
     result = commlab.run(lambda rank, world_size: str(commlab.device()), 2)
     assert result.backend == "gloo"
     assert result.returns == ["cpu", "cpu"]
@@ -157,6 +160,24 @@ def test_debug_turns_a_hang_into_an_immediate_mismatch_error():
     with pytest.raises(commlab.RankError, match="mismatch between collectives") as caught:
         commlab.run(extra, 2, debug=True, timeout=8)
     assert not isinstance(caught.value, commlab.CollectiveTimeout)
+
+
+def test_the_stop_button_while_the_forkserver_starts_does_not_break_the_next_run():
+    # Jupyter's stop button sends SIGINT to the kernel's whole process group, forkserver
+    # included; here it reaches a fresh forkserver while it is still importing torch.
+    code = textwrap.dedent("""
+        import os, signal, time
+        from multiprocessing import forkserver
+        import commlab
+        from commlab import processes
+        processes.mp_context()  # starts the forkserver and returns while it imports torch
+        time.sleep(0.3)  # past the interpreter's start, into the import
+        os.kill(forkserver._forkserver._forkserver_pid, signal.SIGINT)
+        print(commlab.run(lambda rank, world_size: rank, 2).returns)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.strip() == "[0, 1]", out.stderr
 
 
 # --- nothing left behind ------------------------------------------------------------------------

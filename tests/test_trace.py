@@ -106,22 +106,44 @@ def test_bytes_and_peers_follow_each_collective(traced, label, rank, sent, recei
     assert call.peers == sorted(set(sent) | set(received))
 
 
-def test_calls_keep_shapes_dtypes_reduce_op_and_values(traced):
-    call = _call(traced, 0, "all_reduce #1")
-    assert call.reduce_op == "MAX"
-    assert call.tensors["tensor"].shape == (2, 3)
-    assert call.tensors["tensor"].dtype == "float32"
-    assert torch.equal(call.before["tensor"], torch.full((2, 3), 1.0))  # after the broadcast
+def test_a_reduction_keeps_its_reduce_op(traced):
+    assert _call(traced, 0, "all_reduce #1").reduce_op == "MAX"
     assert _call(traced, 0, "all_reduce #2").reduce_op == "SUM"
+
+
+def test_a_call_keeps_the_shape_and_dtype_of_its_tensors(traced):
+    info = _call(traced, 0, "all_reduce #1").tensors["tensor"]
+    assert (info.shape, info.dtype) == ((2, 3), "float32")
+
+
+def test_a_call_keeps_the_values_its_tensors_held_before_it(traced):
+    before = _call(traced, 0, "all_reduce #1").before["tensor"]
+    assert torch.equal(before, torch.full((2, 3), 1.0))  # rank 1's, after the broadcast
+
+
+def test_a_call_keeps_the_values_its_tensors_hold_after_it(traced):
     gather = _call(traced, 0, "gather #1")
     for rank, received in enumerate(gather.after["gather_list"]):
         assert torch.equal(received, _call(traced, rank, "gather #1").before["tensor"])
+
+
+def test_all_to_all_single_keeps_its_split_sizes(traced):
     splits = _call(traced, 3, "all_to_all_single #1").split_sizes
     assert splits == {"input": [4, 4, 4, 4], "output": [1, 2, 3, 4]}
+
+
+def test_batch_isend_irecv_keeps_its_ops_in_order(traced):
     batch = _call(traced, 0, "batch_isend_irecv #1")
     assert [(op, peer) for op, peer, _ in batch.ops] == [("isend", 1), ("irecv", 3)]
+
+
+def test_bytes_sent_of_a_run_add_up_its_calls(traced):
     assert traced.bytes_sent()[0] == sum(c.bytes_sent for c in traced.trace[0])
-    assert traced.calls("barrier") and all(c.op == "barrier" for c in traced.calls("barrier"))
+
+
+def test_calls_of_a_run_can_be_filtered_by_operation(traced):
+    barriers = traced.calls("barrier")
+    assert len(barriers) == 4 and all(c.op == "barrier" for c in barriers)
 
 
 def test_large_tensors_keep_shape_but_not_values():

@@ -9,8 +9,9 @@ Example:
     >>> commlab.run(example, world_size=4)
 """
 
-from .errors import CollectiveTimeout, CommlabError, RankCrashed, RankError
-from .launch import DEFAULT_TIMEOUT, choose_backend, run
+from .backend import choose_backend, current_device
+from .errors import CollectiveTimeout, CommlabError, DrawError, RankCrashed, RankError
+from .launch import DEFAULT_TIMEOUT, run
 from .result import RunResult
 from .trace import Call, TensorInfo
 
@@ -21,8 +22,6 @@ def device():
     Raises:
         CommlabError: when called outside a function that ``commlab.run`` runs.
     """
-    from .worker import current_device
-
     found = current_device()
     if found is None:
         raise CommlabError("commlab.device() tells a rank its device, so it only works inside "
@@ -32,7 +31,7 @@ def device():
 
 # The pictures need matplotlib, which the ranks never do: load them on first use, so that
 # starting a rank stays cheap.
-_LAZY = {"draw": "drawing", "DrawError": "picture", "draw_ring": "ring"}
+_LAZY = {"draw": "drawing", "draw_ring": "ring"}
 
 
 def __getattr__(name):

@@ -22,23 +22,20 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from .errors import DrawError
+from .p2p import POINT_TO_POINT, p2p_messages
 from .palette import RANK_COLORS
 from .picture import (
     ALIASES,
     COLLECTIVES,
-    POINT_TO_POINT,
-    DrawError,
-    _known_list,
-    _made,
-    _rank_list,
+    Picture,
+    calls_made,
     collective_picture,
-    p2p_messages,
+    known_calls,
     p2p_picture,
+    rank_span,
 )
-
-# The figure's size, resolution and colours are part of what commlab.draw promises; they live
-# with the rest of the rendering.
-from .render import COMBINED_COLOR, DPI, FIGSIZE, format_value, render  # noqa: F401
+from .render import render
 from .trace import VALUE_LIMIT, Call
 
 if TYPE_CHECKING:
@@ -101,19 +98,21 @@ def draw(result: Any, call: str | int | Call | None = None, *, layout: str = "au
         ...     dist.gather(tensor, gather_list=gather_list, dst=0)
         >>> commlab.draw(commlab.run(example, world_size=4))  # doctest: +SKIP
     """
+    picture = _picture_of(result, call, layout)
+    if title is not None:
+        picture.title = title
+    return render(picture, layout)
+
+
+def _picture_of(result: Any, call: str | int | Call | None, layout: str) -> Picture:
     if layout not in LAYOUTS:
         raise DrawError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}, "
                         f"not {layout!r}.")
     check_result(result)
     op, index = select(result, call)
     if op in POINT_TO_POINT:
-        picture = p2p_picture(result, index)
-    else:
-        calls = matching_calls(result, op, index)
-        picture = collective_picture(op, calls, result.world_size)
-    if title is not None:
-        picture.title = title
-    return render(picture, layout)
+        return p2p_picture(result, index)
+    return collective_picture(op, matching_calls(result, op, index), result.world_size)
 
 
 # --- choosing the call -------------------------------------------------------------------------
@@ -140,8 +139,8 @@ def select(result: Any, call: str | int | Call | None) -> tuple[str, int]:
         if any(c.op in POINT_TO_POINT for calls in result.trace for c in calls):
             return "send", 1
         raise DrawError(
-            f"There is nothing to draw: this run made {_made(result)}. commlab.draw shows "
-            f"{_known_list()}; call one of them in the function you pass to commlab.run.")
+            f"There is nothing to draw: this run made {calls_made(result)}. commlab.draw shows "
+            f"{known_calls()}; call one of them in the function you pass to commlab.run.")
     if isinstance(call, Call):
         op, index = call.op, call.index
         if op in POINT_TO_POINT:
@@ -153,7 +152,7 @@ def select(result: Any, call: str | int | Call | None) -> tuple[str, int]:
         trace0 = result.trace[0] if result.trace else []
         if not -len(trace0) <= call < len(trace0):
             raise DrawError(f"Rank 0 made {len(trace0)} traced calls, so there is no call "
-                            f"number {call}; it made: {_made(result)}.")
+                            f"number {call}; it made: {calls_made(result)}.")
         chosen = trace0[call]
         op, index = chosen.op, chosen.index
         if op in POINT_TO_POINT:
@@ -169,9 +168,9 @@ def select(result: Any, call: str | int | Call | None) -> tuple[str, int]:
     if op not in KNOWN:
         extra = (" It moves Python objects, which have no tensor cells to draw."
                  if op.endswith(("_object", "_object_list")) else "")
-        raise DrawError(f"commlab.draw knows {_known_list()}; {op!r} is not one of them.{extra}")
+        raise DrawError(f"commlab.draw knows {known_calls()}; {op!r} is not one of them.{extra}")
     if not any(c.op == op and c.index == index for calls in result.trace for c in calls):
-        raise DrawError(f"This run made no {op} #{index} call; it made: {_made(result)}.")
+        raise DrawError(f"This run made no {op} #{index} call; it made: {calls_made(result)}.")
     return op, index
 
 
@@ -184,7 +183,7 @@ def matching_calls(result: Any, op: str, index: int) -> dict[int, Call]:
     label = first.label
     missing = [r for r in group if r not in calls]
     if missing:
-        raise DrawError(f"{label} was not made by rank(s) {_rank_list(missing)}: every rank of "
+        raise DrawError(f"{label} was not made by rank(s) {rank_span(missing)}: every rank of "
                         "the group must make each collective, in the same order. Draw a run "
                         "where all ranks finished.")
     for rank in sorted(calls):

@@ -57,3 +57,12 @@ class CollectiveTimeout(CommlabError, TimeoutError):
         super().__init__(message)
         self.waiting = waiting
         self.result = result
+
+
+class ReturnNotSendable(CommlabError):
+    """Raised on a rank whose function returned something that can't be pickled; the notebook
+    sees it as that rank's :class:`RankError`."""
+
+
+class DrawError(ValueError):
+    """A run or a call that cannot be drawn; the message says why and what to try."""

@@ -4,8 +4,11 @@ A :class:`Picture` says, before any geometry, what each rank held before and aft
 (:class:`Panel` of :class:`Piece`), which rank every element came from (:class:`Segment`), and
 which data travelled where (:class:`Arrow`). :func:`collective_picture` derives it from a
 collective's semantics, :func:`p2p_picture` from the sends and receives paired by
-:func:`p2p_messages`. Nothing here draws: :mod:`commlab.render` turns a picture into a figure,
-and this module does not import matplotlib.
+:func:`commlab.p2p.p2p_messages`. Nothing here draws: :mod:`commlab.render` turns a picture into
+a figure, and this module does not import matplotlib.
+
+Over 400 lines: one small function per collective, kept together so their data movements
+read side by side.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Any
 
 import torch
 
+from .errors import DrawError
+from .p2p import POINT_TO_POINT, p2p_messages
 from .trace import Call, TensorInfo
 
 # Tensors with more elements than this are drawn as one box naming dtype and shape: beyond it the
@@ -44,13 +49,6 @@ ALIASES = {
     "_reduce_scatter_base": "reduce_scatter_tensor",
     "reduce_scatter_single": "reduce_scatter_tensor",
 }
-POINT_TO_POINT = ("send", "recv", "isend", "irecv", "batch_isend_irecv")
-_SENDS = ("send", "isend")
-_RECVS = ("recv", "irecv")
-
-
-class DrawError(ValueError):
-    """A run or a call that cannot be drawn; the message says why and what to try."""
 
 
 # --- what a picture holds ------------------------------------------------------------------------
@@ -170,7 +168,7 @@ def _equal_parts(parts: int, sources_of: Callable[[int], tuple[int, ...]]) -> Se
     return segments
 
 
-def _splits(sizes: list[int], shape: tuple[int, ...],
+def _segments_by_split(sizes: list[int], shape: tuple[int, ...],
             sources_of: Callable[[int], tuple[int, ...]]) -> SegmentsFor:
     row = math.prod(shape[1:]) if shape else 1
 
@@ -222,140 +220,198 @@ def _unchanged(call: Call, param: str) -> bool:
     return torch.equal(before, after)
 
 
+@dataclasses.dataclass
+class _Movement:
+    """One collective call across its group, and the picture's parts as they are worked out."""
+
+    calls: dict[int, Call]
+    group: tuple[int, ...]
+    root: int | None
+    reduce_op: str
+    before: dict[int, Panel] = dataclasses.field(default_factory=dict)
+    after: dict[int, Panel] = dataclasses.field(default_factory=dict)
+    arrows: list[Arrow] = dataclasses.field(default_factory=list)
+    roles: dict[int, str] = dataclasses.field(default_factory=dict)
+    combined_label: str = ""
+
+    @property
+    def pos(self) -> dict[int, int]:
+        """Global rank -> its position in the group."""
+        return {r: i for i, r in enumerate(self.group)}
+
+    def combined(self) -> None:
+        self.combined_label = f"{self.reduce_op} of ranks {rank_span(self.group)}"
+
+
+# One function per collective: fill in the panels and arrows, return the subtitle.
+
+def _broadcast(m: _Movement) -> str:
+    m.roles[m.root] = "src"
+    for r in m.group:
+        m.before[r] = panel_of(m.calls[r], "tensor", "before", _whole(r))
+        m.after[r] = panel_of(m.calls[r], "tensor", "after", _whole(m.root))
+        m.arrows.append(Arrow(m.root, 0, 0, r, 0, 0))
+    return f"rank {m.root}'s tensor is copied into the tensor of every other rank"
+
+
+def _scatter(m: _Movement) -> str:
+    m.roles[m.root] = "src"
+    for r in m.group:
+        m.before[r] = (panel_of(m.calls[r], "scatter_list", "before", _whole(m.root))
+                       if r == m.root else Panel("scatter_list", note="no scatter_list:\n"
+                                                 "only receives"))
+        m.after[r] = panel_of(m.calls[r], "tensor", "after", _whole(m.root))
+        m.arrows.append(Arrow(m.root, m.pos[r], 0, r, 0, 0))
+    return f"rank {m.root} sends scatter_list[i] to rank i, which receives it in tensor"
+
+
+def _gather(m: _Movement) -> str:
+    m.roles[m.root] = "dst"
+    for r in m.group:
+        m.before[r] = panel_of(m.calls[r], "tensor", "before", _whole(r))
+        m.after[r] = (panel_of(m.calls[r], "gather_list", "after", _by_item(m.group))
+                      if r == m.root else Panel("gather_list", note="no gather_list:\n"
+                                                "only sends"))
+        m.arrows.append(Arrow(r, 0, 0, m.root, m.pos[r], 0))
+    return f"each rank's tensor lands in gather_list[rank] on rank {m.root}"
+
+
+def _each_to_each(m: _Movement, given: str, given_segments: Callable[[int], SegmentsFor],
+                  got: str, got_segments: Callable[[int], SegmentsFor],
+                  arrow: Callable[[int, int], Arrow]) -> None:
+    """Collectives where every rank sends to every rank: rank r's ``given`` tensor(s) before,
+    its ``got`` tensor(s) after, and one arrow from r to each rank j."""
+    for r in m.group:
+        m.before[r] = panel_of(m.calls[r], given, "before", given_segments(r))
+        m.after[r] = panel_of(m.calls[r], got, "after", got_segments(r))
+        m.arrows += [arrow(r, j) for j in m.group]
+
+
+def _all_gather(m: _Movement) -> str:
+    _each_to_each(m, "tensor", _whole, "tensor_list", lambda r: _by_item(m.group),
+                  lambda r, j: Arrow(r, 0, 0, j, m.pos[r], 0))
+    return "each rank's tensor lands in tensor_list[rank] on every rank"
+
+
+def _all_gather_into_tensor(m: _Movement) -> str:
+    blocks = _equal_parts(len(m.group), lambda k: (m.group[k],) if k >= 0 else ())
+    _each_to_each(m, "input_tensor", _whole, "output_tensor", lambda r: blocks,
+                  lambda r, j: Arrow(r, 0, 0, j, 0, m.pos[r]))
+    return "each rank's input_tensor fills block [rank] of output_tensor on every rank"
+
+
+def _reduce(m: _Movement) -> str:
+    m.roles[m.root] = "dst"
+    m.combined()
+    for r in m.group:
+        m.before[r] = panel_of(m.calls[r], "tensor", "before", _whole(r))
+        if r == m.root:
+            m.after[r] = panel_of(m.calls[r], "tensor", "after", _whole(*m.group))
+        else:
+            # torch leaves the other ranks' tensors unspecified; gloo uses them as scratch
+            unchanged = _unchanged(m.calls[r], "tensor")
+            m.after[r] = panel_of(m.calls[r], "tensor", "after",
+                                  _whole(r) if unchanged else _whole())
+            if not unchanged:
+                m.after[r].note = f"left-over values:\nonly rank {m.root}'s tensor is the result"
+        m.arrows.append(Arrow(r, 0, 0, m.root, 0, 0))
+    return (f"the tensors of all ranks are combined with {m.reduce_op} into rank {m.root}'s "
+            "tensor")
+
+
+def _all_reduce(m: _Movement) -> str:
+    m.combined()
+    _each_to_each(m, "tensor", _whole, "tensor", lambda r: _whole(*m.group),
+                  lambda r, j: Arrow(r, 0, 0, j, 0, 0))
+    return (f"the tensors of all ranks are combined with {m.reduce_op}, and every rank gets "
+            "the result")
+
+
+def _reduce_scatter(m: _Movement) -> str:
+    m.combined()
+    _each_to_each(m, "input_list", _whole, "output", lambda r: _whole(*m.group),
+                  lambda r, j: Arrow(r, m.pos[j], 0, j, 0, 0))
+    return f"rank i gets the {m.reduce_op} of input_list[i] over all ranks"
+
+
+def _reduce_scatter_tensor(m: _Movement) -> str:
+    m.combined()
+    n = len(m.group)
+    _each_to_each(m, "input", lambda r: _equal_parts(n, lambda k: (r,)),
+                  "output", lambda r: _whole(*m.group),
+                  lambda r, j: Arrow(r, 0, m.pos[j], j, 0, 0))
+    return f"rank i gets the {m.reduce_op} of block [i] of input over all ranks"
+
+
+def _all_to_all(m: _Movement) -> str:
+    _each_to_each(m, "input_tensor_list", _whole, "output_tensor_list",
+                  lambda r: _by_item(m.group), lambda r, j: Arrow(r, m.pos[j], 0, j, m.pos[r], 0))
+    return "input_tensor_list[j] of rank i lands in output_tensor_list[i] of rank j"
+
+
+def _all_to_all_single(m: _Movement) -> str:
+    sizes = {r: _split_sizes(m.calls[r], len(m.group)) for r in m.group}
+    for r in m.group:
+        in_info = m.calls[r].tensors.get("input")
+        out_info = m.calls[r].tensors.get("output")
+        m.before[r] = panel_of(m.calls[r], "input", "before",
+                               _segments_by_split(sizes[r]["input"], in_info.shape,
+                                                  lambda k, r=r: (r,)))
+        m.after[r] = panel_of(m.calls[r], "output", "after",
+                              _segments_by_split(sizes[r]["output"], out_info.shape,
+                                                 lambda k: (m.group[k],)))
+    for r in m.group:
+        m.arrows += [Arrow(r, 0, m.pos[j], j, 0, m.pos[r]) for j in m.group
+                     if sizes[r]["input"][m.pos[j]]]
+    subtitle = "split j of rank i's input lands as split i of rank j's output"
+    if any(len(set(s["input"])) > 1 or len(set(s["output"])) > 1 for s in sizes.values()):
+        subtitle += " (uneven splits)"
+    return subtitle
+
+
+_MOVEMENTS: dict[str, Callable[[_Movement], str]] = {
+    "broadcast": _broadcast,
+    "scatter": _scatter,
+    "gather": _gather,
+    "all_gather": _all_gather,
+    "all_gather_into_tensor": _all_gather_into_tensor,
+    "reduce": _reduce,
+    "all_reduce": _all_reduce,
+    "reduce_scatter": _reduce_scatter,
+    "reduce_scatter_tensor": _reduce_scatter_tensor,
+    "all_to_all": _all_to_all,
+    "all_to_all_single": _all_to_all_single,
+}
+
+
 def collective_picture(op: str, calls: dict[int, Call], world_size: int) -> Picture:
     """Work out, from the call's semantics, where every output element came from."""
     first = calls[min(calls)]
-    group = first.group_ranks or tuple(range(world_size))
-    n = len(group)
-    pos = {r: i for i, r in enumerate(group)}
     kind = ALIASES.get(op, op)
-    root = first.root
-    reduce_op = first.reduce_op or "SUM"
-    before: dict[int, Panel] = {}
-    after: dict[int, Panel] = {}
-    arrows: list[Arrow] = []
-    roles: dict[int, str] = {}
-    combined_label = ""
-
-    if kind == "broadcast":
-        roles[root] = "src"
-        for r in group:
-            before[r] = panel_of(calls[r], "tensor", "before", _whole(r))
-            after[r] = panel_of(calls[r], "tensor", "after", _whole(root))
-            arrows.append(Arrow(root, 0, 0, r, 0, 0))
-        subtitle = f"rank {root}'s tensor is copied into the tensor of every other rank"
-    elif kind == "scatter":
-        roles[root] = "src"
-        for r in group:
-            before[r] = (panel_of(calls[r], "scatter_list", "before", _whole(root))
-                         if r == root else Panel("scatter_list", note="no scatter_list:\n"
-                                                 "only receives"))
-            after[r] = panel_of(calls[r], "tensor", "after", _whole(root))
-            arrows.append(Arrow(root, pos[r], 0, r, 0, 0))
-        subtitle = f"rank {root} sends scatter_list[i] to rank i, which receives it in tensor"
-    elif kind == "gather":
-        roles[root] = "dst"
-        for r in group:
-            before[r] = panel_of(calls[r], "tensor", "before", _whole(r))
-            after[r] = (panel_of(calls[r], "gather_list", "after", _by_item(group))
-                        if r == root else Panel("gather_list", note="no gather_list:\n"
-                                                "only sends"))
-            arrows.append(Arrow(r, 0, 0, root, pos[r], 0))
-        subtitle = f"each rank's tensor lands in gather_list[rank] on rank {root}"
-    elif kind == "all_gather":
-        for r in group:
-            before[r] = panel_of(calls[r], "tensor", "before", _whole(r))
-            after[r] = panel_of(calls[r], "tensor_list", "after", _by_item(group))
-            arrows += [Arrow(r, 0, 0, j, pos[r], 0) for j in group]
-        subtitle = "each rank's tensor lands in tensor_list[rank] on every rank"
-    elif kind == "all_gather_into_tensor":
-        for r in group:
-            before[r] = panel_of(calls[r], "input_tensor", "before", _whole(r))
-            after[r] = panel_of(calls[r], "output_tensor", "after",
-                                _equal_parts(n, lambda k: (group[k],) if k >= 0 else ()))
-            arrows += [Arrow(r, 0, 0, j, 0, pos[r]) for j in group]
-        subtitle = ("each rank's input_tensor fills block [rank] of output_tensor on every "
-                    "rank")
-    elif kind == "reduce":
-        roles[root] = "dst"
-        combined_label = f"{reduce_op} of ranks {_rank_list(group)}"
-        for r in group:
-            before[r] = panel_of(calls[r], "tensor", "before", _whole(r))
-            if r == root:
-                after[r] = panel_of(calls[r], "tensor", "after", _whole(*group))
-            else:
-                # torch leaves the other ranks' tensors unspecified; gloo uses them as scratch
-                unchanged = _unchanged(calls[r], "tensor")
-                after[r] = panel_of(calls[r], "tensor", "after", _whole(r) if unchanged
-                                    else _whole())
-                if not unchanged:
-                    after[r].note = f"left-over values:\nonly rank {root}'s tensor is the result"
-            arrows.append(Arrow(r, 0, 0, root, 0, 0))
-        subtitle = (f"the tensors of all ranks are combined with {reduce_op} into rank "
-                    f"{root}'s tensor")
-    elif kind == "all_reduce":
-        combined_label = f"{reduce_op} of ranks {_rank_list(group)}"
-        for r in group:
-            before[r] = panel_of(calls[r], "tensor", "before", _whole(r))
-            after[r] = panel_of(calls[r], "tensor", "after", _whole(*group))
-            arrows += [Arrow(r, 0, 0, j, 0, 0) for j in group]
-        subtitle = (f"the tensors of all ranks are combined with {reduce_op}, and every rank "
-                    "gets the result")
-    elif kind == "reduce_scatter":
-        combined_label = f"{reduce_op} of ranks {_rank_list(group)}"
-        for r in group:
-            before[r] = panel_of(calls[r], "input_list", "before", _whole(r))
-            after[r] = panel_of(calls[r], "output", "after", _whole(*group))
-            arrows += [Arrow(r, pos[j], 0, j, 0, 0) for j in group]
-        subtitle = f"rank i gets the {reduce_op} of input_list[i] over all ranks"
-    elif kind == "reduce_scatter_tensor":
-        combined_label = f"{reduce_op} of ranks {_rank_list(group)}"
-        for r in group:
-            before[r] = panel_of(calls[r], "input", "before", _equal_parts(n, lambda k, r=r: (r,)))
-            after[r] = panel_of(calls[r], "output", "after", _whole(*group))
-            arrows += [Arrow(r, 0, pos[j], j, 0, 0) for j in group]
-        subtitle = f"rank i gets the {reduce_op} of block [i] of input over all ranks"
-    elif kind == "all_to_all":
-        for r in group:
-            before[r] = panel_of(calls[r], "input_tensor_list", "before", _whole(r))
-            after[r] = panel_of(calls[r], "output_tensor_list", "after", _by_item(group))
-            arrows += [Arrow(r, pos[j], 0, j, pos[r], 0) for j in group]
-        subtitle = ("input_tensor_list[j] of rank i lands in output_tensor_list[i] of "
-                    "rank j")
-    elif kind == "all_to_all_single":
-        sizes = {r: _split_sizes(calls[r], n) for r in group}
-        for r in group:
-            in_info = calls[r].tensors.get("input")
-            out_info = calls[r].tensors.get("output")
-            before[r] = panel_of(calls[r], "input", "before",
-                                 _splits(sizes[r]["input"], in_info.shape, lambda k, r=r: (r,)))
-            after[r] = panel_of(calls[r], "output", "after",
-                                _splits(sizes[r]["output"], out_info.shape,
-                                        lambda k: (group[k],)))
-        for r in group:
-            for j in group:
-                if sizes[r]["input"][pos[j]]:
-                    arrows.append(Arrow(r, 0, pos[j], j, 0, pos[r]))
-        subtitle = "split j of rank i's input lands as split i of rank j's output"
-        if any(len(set(s["input"])) > 1 or len(set(s["output"])) > 1 for s in sizes.values()):
-            subtitle += " (uneven splits)"
-    else:  # select() lets only known ops through; this guards future additions
-        raise DrawError(f"commlab.draw knows {_known_list()}; {op!r} is not one of them.")
-
+    if kind not in _MOVEMENTS:  # select() lets only known ops through; this guards additions
+        raise DrawError(f"commlab.draw knows {known_calls()}; {op!r} is not one of them.")
+    m = _Movement(calls, first.group_ranks or tuple(range(world_size)), first.root,
+                  first.reduce_op or "SUM")
+    subtitle = _MOVEMENTS[kind](m)
     # Drop arrows whose ends the trace could not describe (a malformed or partial call).
-    arrows = [a for a in arrows if _has_segment(before, a.src, a.src_piece, a.src_segment)
-              and _has_segment(after, a.dst, a.dst_piece, a.dst_segment)]
+    arrows = [a for a in m.arrows if _has_segment(m.before, a.src, a.src_piece, a.src_segment)
+              and _has_segment(m.after, a.dst, a.dst_piece, a.dst_segment)]
+    return Picture(world_size, _title(op, kind, first, m, subtitle), subtitle, m.before,
+                   m.after, arrows, m.roles, m.combined_label, m.reduce_op)
+
+
+def _title(op: str, kind: str, first: Call, m: _Movement, subtitle: str) -> str:
+    """The call as the code wrote it: ``dist.reduce(tensor, dst=0, op=SUM)``."""
     arguments = list(_SIGNATURES[kind])
     if "split_sizes" in subtitle or "uneven" in subtitle:
         arguments += ["output_split_sizes", "input_split_sizes"]
-    arguments += [f"{role}={rank}" for rank, role in roles.items()]
-    if combined_label:
-        arguments.append(f"op={reduce_op}")
+    arguments += [f"{role}={rank}" for rank, role in m.roles.items()]
+    if m.combined_label:
+        arguments.append(f"op={m.reduce_op}")
     title = f"dist.{op}({', '.join(arguments)})"
     if first.index > 1:
         title += f"  (call #{first.index})"
-    return Picture(world_size, title, subtitle, before, after, arrows, roles, combined_label,
-                   reduce_op)
+    return title
 
 
 # The positional arguments each collective is called with, for titles that read like the code.
@@ -391,80 +447,11 @@ def _has_segment(panels: dict[int, Panel], rank: int, piece: int, segment: int) 
             and segment < len(panel.pieces[piece].segments))
 
 
-# --- point-to-point messages --------------------------------------------------------------------
-
-@dataclasses.dataclass
-class Message:
-    """One tensor sent from ``src`` to ``dst``: the ``step``-th message ``src`` sent.
-
-    ``payload`` is what the sender's tensor held when it was sent (``None`` when not traced, as
-    for ``batch_isend_irecv``); ``received`` is the receiver's buffer after a blocking ``recv``
-    (``None`` for ``irecv``, whose values the trace cannot see).
-    """
-
-    src: int
-    dst: int
-    step: int
-    info: TensorInfo
-    payload: torch.Tensor | None
-    kept: torch.Tensor | None = None
-    received: torch.Tensor | None = None
-    recv_before: torch.Tensor | None = None
-    send: Call | None = None
-    recv: Call | None = None
-
-
-def _p2p_events(calls: list[Call]) -> tuple[list[dict], list[dict]]:
-    sends, recvs = [], []
-    for c in calls:
-        if c.error:
-            continue
-        if c.op in _SENDS or c.op in _RECVS:
-            info = c.tensors.get("tensor")
-            if info is None:
-                continue
-            event = {"peer": c.root, "info": info, "before": c.before.get("tensor"),
-                     "after": c.after.get("tensor"), "call": c}
-            (sends if c.op in _SENDS else recvs).append(event)
-        elif c.op == "batch_isend_irecv":
-            for kind, peer, info in c.ops or []:
-                event = {"peer": peer, "info": info, "before": None, "after": None, "call": c}
-                (sends if kind == "isend" else recvs).append(event)
-    return sends, recvs
-
-
-def p2p_messages(result: Any) -> list[Message]:
-    """Every point-to-point message of the run, each send paired with the receive it matched.
-
-    Messages between two ranks arrive in the order they were sent, so the m-th send from a to b
-    matches the m-th receive on b from a.
-    """
-    events = [_p2p_events(calls) for calls in result.trace]
-    messages = []
-    for src, (sends, _) in enumerate(events):
-        seen: dict[int, int] = {}
-        for step, event in enumerate(sends, start=1):
-            dst = event["peer"]
-            if dst is None or not 0 <= dst < len(events):
-                continue
-            m = seen.get(dst, 0)
-            seen[dst] = m + 1
-            matches = [e for e in events[dst][1] if e["peer"] == src]
-            recv = matches[m] if m < len(matches) else None
-            messages.append(Message(
-                src, dst, step, event["info"], event["before"],
-                kept=event["after"] if event["after"] is not None else event["before"],
-                received=recv["after"] if recv else None,
-                recv_before=recv["before"] if recv else None,
-                send=event["call"], recv=recv["call"] if recv else None))
-    return messages
-
-
 def p2p_picture(result: Any, step: int) -> Picture:
     """The ``step``-th message each rank sent, with the matching receives."""
     messages = p2p_messages(result)
     if not messages:
-        raise DrawError(f"This run sent no point-to-point messages; it made: {_made(result)}.")
+        raise DrawError(f"This run sent no point-to-point messages; it made: {calls_made(result)}.")
     chosen = [m for m in messages if m.step == step]
     if not chosen:
         steps = max(m.step for m in messages)
@@ -525,18 +512,20 @@ def _p2p_call(call: Call | None, peer_name: str, peer: int) -> str:
     return f"{call.op}(tensor, {peer_name}={peer})"
 
 
-def _rank_list(ranks: Any) -> str:
+def rank_span(ranks: Any) -> str:
+    """``[0, 1, 2, 3]`` -> ``"0-3"``, else the ranks with commas (for figure labels)."""
     ranks = sorted(ranks)
     if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
         return f"{ranks[0]}-{ranks[-1]}"
     return ", ".join(map(str, ranks))
 
 
-def _known_list() -> str:
+def known_calls() -> str:
     return ", ".join(COLLECTIVES + ("send/recv", "isend/irecv", "batch_isend_irecv"))
 
 
-def _made(result: Any) -> str:
+def calls_made(result: Any) -> str:
+    """The labels of every call the run made, in order: ``"all_reduce #1, barrier #1"``."""
     labels: list[str] = []
     for calls in result.trace:
         for c in calls:

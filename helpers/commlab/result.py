@@ -16,7 +16,9 @@ class RunResult:
 
     Attributes:
         world_size: number of ranks.
-        backend: ``"gloo"`` or ``"nccl"``.
+        backend: ``"gloo"`` or ``"nccl"``: the branch the run took. On ``"nccl"`` the group is
+            ``cpu:gloo,cuda:nccl``, which ``dist.get_backend()`` names (see
+            :mod:`commlab.backend`).
         returns: what the function returned on each rank (tensors moved to the CPU, by value).
         stdout, stderr: what each rank printed.
         trace: each rank's ``torch.distributed`` calls, as lists of :class:`commlab.trace.Call`.

@@ -20,27 +20,12 @@ import matplotlib as mpl
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
+from . import figure
 from .drawing import check_result
+from .errors import DrawError
+from .p2p import Message, p2p_messages
 from .palette import rank_color
-from .picture import DrawError, Message, Piece, Segment, _made, p2p_messages
-from .render import (
-    _STYLE,
-    COMBINED_COLOR,
-    COMBINED_HATCH,
-    FIGSIZE,
-    HATCH_COLOR,
-    MUTED_COLOR,
-    PANEL_COLOR,
-    TEXT_COLOR,
-    cell_values,
-    draw_legend,
-    draw_title,
-    fit_text,
-    new_figure,
-    rank_badge,
-    text_color,
-    value_size,
-)
+from .picture import Piece, Segment, calls_made
 
 # A chunk with more elements than this is drawn as one box naming its dtype and shape.
 MAX_CHUNK_CELLS = 8
@@ -90,7 +75,7 @@ def draw_ring(result: Any, *, title: str | None = None) -> Figure:
     if not messages:
         raise DrawError(
             f"draw_ring draws the send/recv (or isend/irecv, batch_isend_irecv) calls of a ring "
-            f"all-reduce, and this run made none: it made {_made(result)}. For a collective, "
+            f"all-reduce, and this run made none: it made {calls_made(result)}. For a collective, "
             "use commlab.draw(result).")
     steps, direction = ring_steps(messages, n)
     sums = contributors(steps, n, direction)
@@ -153,25 +138,15 @@ def contributors(steps: list[list[Message]], n: int, direction: int) -> list[lis
 
 def _render(steps: list[list[Message]], sums: list[list[tuple]], n: int, direction: int,
             title: str | None) -> Figure:
-    width, height = FIGSIZE
-    with mpl.rc_context(_STYLE):
-        fig, ax = new_figure()
+    width, height = figure.FIGSIZE
+    with mpl.rc_context(figure.STYLE):
+        fig, ax = figure.new_figure()
         count = len(steps)
         phases = is_all_reduce(steps, n)
-        nbytes = steps[0][0].info.nbytes
         default = f"Ring all-reduce on {n} ranks: {count} steps" if phases else (
             f"Ring of {n} ranks: {count} steps")
-        neighbour = "rank + 1" if direction == 1 else "rank - 1"
-        subtitle = (f"In each step (a column) every rank sends one chunk of {nbytes} B to "
-                    f"{neighbour}, {nbytes * count} B per rank in all; "
-                    "an arrow leads to the rank that receives it.")
-        if phases:
-            subtitle += ("\nReduce-scatter: each rank adds the chunk it receives to its own and "
-                         "passes the sum on. All-gather: the full sums travel on.")
-        else:
-            subtitle += (f"\nThis is not the 2(n-1) = {2 * (n - 1)} steps of ring all-reduce, "
-                         "so chunks are coloured by their sender only.")
-        draw_title(ax, title if title is not None else default, subtitle)
+        figure.draw_title(ax, title if title is not None else default,
+                          _subtitle(steps[0][0].info.nbytes, count, n, direction, phases))
 
         # Rows in the order the chunks travel, so that every arrow points down one row; the
         # first rank comes again, faded, under the last, where the ring closes.
@@ -182,30 +157,13 @@ def _render(steps: list[list[Message]], sums: list[list[tuple]], n: int, directi
         row_y = {r: top - (i + 0.5) * row_h for i, r in enumerate(order)}
         ghost_y = top - (n + 0.25) * row_h
         for r in order:
-            rank_badge(ax, _LEFT - 0.14, row_y[r], f"rank {r}", r, 10.0, "right")
+            figure.rank_badge(ax, _LEFT - 0.14, row_y[r], f"rank {r}", r, 10.0, "right")
         ax.text(_LEFT - 0.14, ghost_y, f"rank {order[0]}\n(again)", ha="right", va="center",
-                fontsize=8, fontweight="bold", color=MUTED_COLOR, linespacing=1.0,
+                fontsize=8, fontweight="bold", color=figure.MUTED_COLOR, linespacing=1.0,
                 gid="ring-closes")
-        for k in range(count):
-            x = _LEFT + k * col_w
-            ax.add_artist(Rectangle((x + _GAP / 2, _BOTTOM), col_w - _GAP, top + _STEP_H
-                                   - _BOTTOM, facecolor=PANEL_COLOR, edgecolor="none"))
-            size = fit_text(f"step {k + 1}", col_w - _GAP, 10.0, 5.0)
-            if size:
-                ax.text(x + col_w / 2, top + _STEP_H / 2, f"step {k + 1}", ha="center",
-                        va="center", fontsize=size, fontweight="bold", color=TEXT_COLOR,
-                        gid=f"step:{k + 1}")
+        _draw_columns(ax, count, col_w, top)
         if phases:
-            for p, name in enumerate(("reduce-scatter", "all-gather")):
-                x0 = _LEFT + p * (n - 1) * col_w + _GAP / 2
-                x1 = x0 + (n - 1) * col_w - _GAP
-                y = top + _STEP_H + _PHASE_H / 2
-                ax.add_artist(Rectangle((x0, y - _PHASE_H / 2 + 0.04), x1 - x0, _PHASE_H - 0.08,
-                                       facecolor="#E4E4E4", edgecolor="none"))
-                size = fit_text(name, x1 - x0, 11.0, 5.0)
-                if size:
-                    ax.text((x0 + x1) / 2, y, name, ha="center", va="center", fontsize=size,
-                            fontweight="bold", color=TEXT_COLOR, gid=f"phase:{name}")
+            _draw_phases(ax, n, col_w, top)
         # One cell width for all chunks, set by the longest value, so that they line up.
         longest = max((len(v) for step in steps for m in step
                        for v in _labels(m)), default=1)
@@ -218,8 +176,47 @@ def _render(steps: list[list[Message]], sums: list[list[tuple]], n: int, directi
         extra = [("combined", "sum of several ranks (the squares under it name them)")] \
             if phases else []
         extra.append(("arrow", "chunk sent to the next rank"))
-        draw_legend(ax, n, _BOTTOM / 2, extra)
+        figure.draw_legend(ax, n, _BOTTOM / 2, extra)
     return fig
+
+
+def _subtitle(nbytes: int, count: int, n: int, direction: int, phases: bool) -> str:
+    neighbour = "rank + 1" if direction == 1 else "rank - 1"
+    subtitle = (f"In each step (a column) every rank sends one chunk of {nbytes} B to "
+                f"{neighbour}, {nbytes * count} B per rank in all; "
+                "an arrow leads to the rank that receives it.")
+    if phases:
+        return subtitle + ("\nReduce-scatter: each rank adds the chunk it receives to its own "
+                           "and passes the sum on. All-gather: the full sums travel on.")
+    return subtitle + (f"\nThis is not the 2(n-1) = {2 * (n - 1)} steps of ring all-reduce, "
+                       "so chunks are coloured by their sender only.")
+
+
+def _draw_columns(ax: Any, count: int, col_w: float, top: float) -> None:
+    """One shaded column per step, with "step k" over it."""
+    for k in range(count):
+        x = _LEFT + k * col_w
+        ax.add_artist(Rectangle((x + _GAP / 2, _BOTTOM), col_w - _GAP, top + _STEP_H
+                               - _BOTTOM, facecolor=figure.PANEL_COLOR, edgecolor="none"))
+        size = figure.fit_text(f"step {k + 1}", col_w - _GAP, 10.0, 5.0)
+        if size:
+            ax.text(x + col_w / 2, top + _STEP_H / 2, f"step {k + 1}", ha="center",
+                    va="center", fontsize=size, fontweight="bold", color=figure.TEXT_COLOR,
+                    gid=f"step:{k + 1}")
+
+
+def _draw_phases(ax: Any, n: int, col_w: float, top: float) -> None:
+    """"reduce-scatter" over the first n-1 columns, "all-gather" over the next n-1."""
+    for p, name in enumerate(("reduce-scatter", "all-gather")):
+        x0 = _LEFT + p * (n - 1) * col_w + _GAP / 2
+        x1 = x0 + (n - 1) * col_w - _GAP
+        y = top + _STEP_H + _PHASE_H / 2
+        ax.add_artist(Rectangle((x0, y - _PHASE_H / 2 + 0.04), x1 - x0, _PHASE_H - 0.08,
+                               facecolor="#E4E4E4", edgecolor="none"))
+        size = figure.fit_text(name, x1 - x0, 11.0, 5.0)
+        if size:
+            ax.text((x0 + x1) / 2, y, name, ha="center", va="center", fontsize=size,
+                    fontweight="bold", color=figure.TEXT_COLOR, gid=f"phase:{name}")
 
 
 def _chunk(m: Message, ranks: tuple = ()) -> Piece:
@@ -231,7 +228,7 @@ def _labels(m: Message) -> list[str]:
     piece = _chunk(m)
     if piece.placeholder or piece.numel > MAX_CHUNK_CELLS:
         return []
-    return [v for row in cell_values(piece) for v in row]
+    return [v for row in figure.cell_values(piece) for v in row]
 
 
 def _draw_message(ax: Any, m: Message, ranks: tuple, k: int, x: float, w: float, y: float,
@@ -240,8 +237,8 @@ def _draw_message(ax: Any, m: Message, ranks: tuple, k: int, x: float, w: float,
     piece = _chunk(m, ranks)
     numel = piece.numel
     combined = len(ranks) > 1
-    face = COMBINED_COLOR if combined else rank_color(ranks[0])
-    hatch = COMBINED_HATCH if combined else None
+    face = figure.COMBINED_COLOR if combined else rank_color(ranks[0])
+    hatch = figure.COMBINED_HATCH if combined else None
     gid = f"{k + 1}:{m.src}"
     room = w * 0.7  # the rest of the column is for the arrow
     cy = y + 0.08 * row_h  # leave room below for the squares naming the ranks summed
@@ -250,26 +247,26 @@ def _draw_message(ax: Any, m: Message, ranks: tuple, k: int, x: float, w: float,
         cw, h = min(room, max(0.5, 0.075 * len(text))), min(0.34, row_h * 0.42)
         left = x + 0.06
         ax.add_artist(Rectangle((left, cy - h / 2), cw, h, facecolor=face, hatch=hatch,
-                               hatchcolor=HATCH_COLOR, edgecolor="#444444", linewidth=0.9,
+                               hatchcolor=figure.HATCH_COLOR, edgecolor="#444444", linewidth=0.9,
                                gid=f"chunk:{gid}"))
-        size = fit_text(text, cw * 0.95, 8.0, 4.0)
+        size = figure.fit_text(text, cw * 0.95, 8.0, 4.0)
         if size:
             ax.text(left + cw / 2, cy, text, ha="center", va="center", fontsize=size,
-                    color=text_color(face), gid=f"chunk-label:{gid}")
+                    color=figure.text_color(face), gid=f"chunk-label:{gid}")
         chunk_w = cw
     else:
         labels = _labels(m)
         h = min(0.36, row_h * 0.42)
         cw = min(max(h, 0.075 * longest + 0.06), (room - 0.06) / len(labels))
-        size = value_size(cw, h, longest, combined, 10.0)
+        size = figure.value_size(cw, h, longest, combined, 10.0)
         left = x + 0.06
         for i, text in enumerate(labels):
             ax.add_artist(Rectangle((left + i * cw, cy - h / 2), cw, h, facecolor=face,
                                    edgecolor="white", linewidth=1.0, hatch=hatch,
-                                   hatchcolor=HATCH_COLOR, gid=f"cell:{gid}:{i}"))
+                                   hatchcolor=figure.HATCH_COLOR, gid=f"cell:{gid}:{i}"))
             if size >= 4.0:
                 ax.text(left + (i + 0.5) * cw, cy, text, ha="center", va="center_baseline",
-                        fontsize=size, color=text_color(face),
+                        fontsize=size, color=figure.text_color(face),
                         fontweight="bold" if combined else "normal", gid=f"value:{gid}:{i}")
         chunk_w = cw * len(labels)
         ax.add_artist(Rectangle((left, cy - h / 2), chunk_w, h, facecolor="none",

@@ -11,6 +11,8 @@ those of a *direct* exchange, where every piece of data travels once from the ra
 each rank that needs it (``all_reduce`` of S bytes on n ranks: S*(n-1) out and in). For
 ``send``/``recv`` and their variants this is exactly what moves; for collectives the backend's
 own algorithm (a ring, a tree) may route the same data differently.
+
+Over 400 lines: the byte model (one rule per operation) is kept beside the Call it fills in.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from typing import Any
 
 import torch
 
-# Every operation the trace knows, in a fixed order: its index is what a worker writes into the
-# shared status array, so that the launcher can say which call a stuck rank is in.
+# Every operation the trace knows, in a fixed order: its index is what a rank writes on the
+# status board (commlab.status), so that the launcher can say which call a stuck rank is in.
 OPS = (
     "init_process_group",
     "broadcast",
@@ -169,28 +171,19 @@ def _fmt_info(value: Any) -> str:
 
 
 class Recorder:
-    """Collects a rank's calls and publishes which call it is in to a shared status array.
+    """Collects a rank's calls, and tells ``board`` (if any) when each call starts and ends.
 
-    ``status`` is a writable sequence of three ints per rank (see :mod:`commlab.launch`):
-    phase, index into :data:`OPS`, and the call's per-op index.
+    ``board`` is the rank's entry on the status board (:class:`commlab.status.RankBoard`):
+    anything with ``entering(op, index)`` and ``leaving(op, index)``.
     """
 
-    RUNNING, IN_CALL = 1, 2
-
-    def __init__(self, rank: int, status: Any = None, keep_values: bool = True):
+    def __init__(self, rank: int, board: Any = None, keep_values: bool = True):
         self.rank = rank
         self.calls: list[Call] = []
         self.keep_values = keep_values
-        self._status = status
+        self._board = board
         self._counts: dict[str, int] = {}
         self._local = threading.local()
-
-    def _publish(self, phase: int, op: str, index: int) -> None:
-        if self._status is not None:
-            base = 3 * self.rank
-            self._status[base + 1] = OPS.index(op)
-            self._status[base + 2] = index
-            self._status[base] = phase
 
     def wrap(self, name: str, original: Callable) -> Callable:
         signature = inspect.signature(original)
@@ -217,7 +210,8 @@ class Recorder:
                 pass
             if self.keep_values:
                 call.before = _snapshot(bound.arguments)
-            self._publish(self.IN_CALL, name, index)
+            if self._board is not None:
+                self._board.entering(name, index)
             self._local.depth = 1
             start = call.started = time.perf_counter()
             try:
@@ -229,7 +223,8 @@ class Recorder:
                 call.seconds = time.perf_counter() - start
                 call.finished = start + call.seconds
                 self._local.depth = 0
-                self._publish(self.RUNNING, name, index)
+                if self._board is not None:
+                    self._board.leaving(name, index)
             call.async_op = bool(bound.arguments.get("async_op", False))
             if name in ("recv", "irecv") and call.root is None and isinstance(out, int):
                 call.root = out
@@ -395,106 +390,167 @@ def _describe(call: Call, args: dict[str, Any]) -> None:
         # a ReduceOp enum member has .name; a ReduceOp object wraps one in .op
         named = getattr(op, "name", None) or getattr(getattr(op, "op", None), "name", None)
         call.reduce_op = named or str(op).rsplit(".", 1)[-1]
-    ranks = call.group_ranks
-    me = call.rank
-    others = [r for r in ranks if r != me]
-    name = call.op
+    rule = _RULES.get(call.op)
+    if rule is not None:
+        rule(call, args)
 
-    def each(per_peer: Callable[[int, int], int]) -> dict[int, int]:
-        return {r: b for i, r in enumerate(ranks) if r != me and (b := per_peer(i, r))}
 
-    if name in ("broadcast",):
-        call.root = _root(args, call, "src")
+# --- the byte model: one rule per operation, for a direct exchange ------------------------------
+
+# A rule fills in a call's root and per-peer bytes from its bound arguments.
+Rule = Callable[[Call, dict[str, Any]], None]
+
+def _others(call: Call) -> list[int]:
+    return [r for r in call.group_ranks if r != call.rank]
+
+
+def _each(call: Call, per_peer: Callable[[int], int]) -> dict[int, int]:
+    """Peer -> bytes, from the peer's position in the group; peers with 0 bytes left out."""
+    return {r: b for i, r in enumerate(call.group_ranks) if r != call.rank and (b := per_peer(i))}
+
+
+def _listed(tensors: list | None) -> Callable[[int], int]:
+    """Bytes of the i-th tensor of a list (0 past its end)."""
+    tensors = tensors or []
+    return lambda i: _nbytes(tensors[i]) if i < len(tensors) else 0
+
+
+def _everyone_both_ways(call: Call, size: int) -> None:
+    """The same ``size`` to and from every other rank of the group."""
+    call.sent_to = dict.fromkeys(_others(call), size)
+    call.received_from = dict.fromkeys(_others(call), size)
+
+
+def _sides(root_arg: str) -> tuple[str, str]:
+    """(the root's side, the other ranks' side): a ``src`` root sends, a ``dst`` root receives."""
+    return ("sent_to", "received_from") if root_arg == "src" else ("received_from", "sent_to")
+
+
+def _rooted(root_arg: str) -> Rule:
+    """broadcast (src) and reduce (dst): the root and every other rank move one tensor."""
+    root_side, other_side = _sides(root_arg)
+
+    def rule(call: Call, args: dict[str, Any]) -> None:
+        call.root = _root(args, call, root_arg)
         size = _nbytes(args["tensor"])
-        if me == call.root:
-            call.sent_to = {r: size for r in others}
+        if call.rank == call.root:
+            setattr(call, root_side, dict.fromkeys(_others(call), size))
         else:
-            call.received_from = {call.root: size}
-    elif name in ("all_reduce", "all_reduce_coalesced"):
-        size = _nbytes(args.get("tensor", args.get("tensors")))
-        call.sent_to = {r: size for r in others}
-        call.received_from = {r: size for r in others}
-    elif name == "reduce":
-        call.root = _root(args, call, "dst")
-        size = _nbytes(args["tensor"])
-        if me == call.root:
-            call.received_from = {r: size for r in others}
-        else:
-            call.sent_to = {call.root: size}
-    elif name == "all_gather":
-        size = _nbytes(args["tensor"])
-        outputs = args["tensor_list"]
-        call.sent_to = {r: size for r in others}
-        call.received_from = each(lambda i, r: _nbytes(outputs[i]))
-    elif name in ("all_gather_into_tensor", "all_gather_single", "_all_gather_base"):
-        size = _nbytes(args["input_tensor"])
-        call.sent_to = {r: size for r in others}
-        call.received_from = {r: size for r in others}
-    elif name == "gather":
-        call.root = _root(args, call, "dst")
-        if me == call.root:
-            outputs = args.get("gather_list") or []
-            call.received_from = each(
-                lambda i, r: _nbytes(outputs[i]) if i < len(outputs) else 0)
-        else:
-            call.sent_to = {call.root: _nbytes(args["tensor"])}
-    elif name == "scatter":
-        call.root = _root(args, call, "src")
-        if me == call.root:
-            inputs = args.get("scatter_list") or []
-            call.sent_to = each(lambda i, r: _nbytes(inputs[i]) if i < len(inputs) else 0)
-        else:
-            call.received_from = {call.root: _nbytes(args["tensor"])}
-    elif name == "reduce_scatter":
-        inputs = args["input_list"]
-        call.sent_to = each(lambda i, r: _nbytes(inputs[i]))
-        size = _nbytes(args["output"])
-        call.received_from = {r: size for r in others}
-    elif name in ("reduce_scatter_tensor", "reduce_scatter_single", "_reduce_scatter_base"):
-        size = _nbytes(args["output"])
-        call.sent_to = {r: size for r in others}
-        call.received_from = {r: size for r in others}
-    elif name == "all_to_all":
-        inputs, outputs = args["input_tensor_list"], args["output_tensor_list"]
-        call.sent_to = each(lambda i, r: _nbytes(inputs[i]))
-        call.received_from = each(lambda i, r: _nbytes(outputs[i]))
-    elif name == "all_to_all_single":
-        n = len(ranks) or 1
-        out, inp = args["output"], args["input"]
-        in_splits = _splits(inp, args.get("input_split_sizes"), n)
-        out_splits = _splits(out, args.get("output_split_sizes"), n)
-        call.split_sizes = {"input": in_splits, "output": out_splits}
-        in_row, out_row = _row_bytes(inp), _row_bytes(out)
-        call.sent_to = each(lambda i, r: in_splits[i] * in_row)
-        call.received_from = each(lambda i, r: out_splits[i] * out_row)
-    elif name in ("send", "isend"):
-        call.root = _root(args, call, "dst")
-        call.sent_to = {call.root: _nbytes(args["tensor"])}
-    elif name in ("recv", "irecv"):
-        call.root = _root(args, call, "src")
-        # -1 stands for "any source" until recv returns the sender
-        call.received_from = {call.root if call.root is not None else -1:
-                              _nbytes(args["tensor"])}
-    elif name == "batch_isend_irecv":
-        call.ops = []
-        for p2p in args["p2p_op_list"]:
-            kind = getattr(p2p.op, "__name__", str(p2p.op))
-            size = _nbytes(p2p.tensor)
-            call.ops.append((kind, p2p.peer, TensorInfo.of(p2p.tensor)))
-            target = call.sent_to if kind == "isend" else call.received_from
-            target[p2p.peer] = target.get(p2p.peer, 0) + size
-        call.tensors = {"tensors": [info for _, _, info in call.ops]}
-    elif name in ("broadcast_object_list", "scatter_object_list"):
-        call.root = _root(args, call, "src")
-    elif name in ("gather_object",):
-        call.root = _root(args, call, "dst")
-    elif name in ("send_object_list",):
-        call.root = _root(args, call, "dst")
-    elif name in ("recv_object_list",):
-        call.root = _root(args, call, "src")
+            setattr(call, other_side, {call.root: size})
+    return rule
 
 
-def _splits(tensor: torch.Tensor, sizes: Any, n: int) -> list[int]:
+def _rooted_list(root_arg: str, list_arg: str) -> Rule:
+    """scatter (src, scatter_list) and gather (dst, gather_list): the root moves item i of its
+    list to or from rank i; every other rank moves its one tensor."""
+    root_side, other_side = _sides(root_arg)
+
+    def rule(call: Call, args: dict[str, Any]) -> None:
+        call.root = _root(args, call, root_arg)
+        if call.rank == call.root:
+            setattr(call, root_side, _each(call, _listed(args.get(list_arg))))
+        else:
+            setattr(call, other_side, {call.root: _nbytes(args["tensor"])})
+    return rule
+
+
+def _all_reduce(call: Call, args: dict[str, Any]) -> None:
+    _everyone_both_ways(call, _nbytes(args.get("tensor", args.get("tensors"))))
+
+
+def _all_gather(call: Call, args: dict[str, Any]) -> None:
+    call.sent_to = dict.fromkeys(_others(call), _nbytes(args["tensor"]))
+    call.received_from = _each(call, _listed(args["tensor_list"]))
+
+
+def _all_gather_into_tensor(call: Call, args: dict[str, Any]) -> None:
+    _everyone_both_ways(call, _nbytes(args["input_tensor"]))
+
+
+def _reduce_scatter(call: Call, args: dict[str, Any]) -> None:
+    call.sent_to = _each(call, _listed(args["input_list"]))
+    call.received_from = dict.fromkeys(_others(call), _nbytes(args["output"]))
+
+
+def _reduce_scatter_tensor(call: Call, args: dict[str, Any]) -> None:
+    _everyone_both_ways(call, _nbytes(args["output"]))
+
+
+def _all_to_all(call: Call, args: dict[str, Any]) -> None:
+    call.sent_to = _each(call, _listed(args["input_tensor_list"]))
+    call.received_from = _each(call, _listed(args["output_tensor_list"]))
+
+
+def _all_to_all_single(call: Call, args: dict[str, Any]) -> None:
+    n = len(call.group_ranks) or 1
+    out, inp = args["output"], args["input"]
+    in_splits = _split_sizes(inp, args.get("input_split_sizes"), n)
+    out_splits = _split_sizes(out, args.get("output_split_sizes"), n)
+    call.split_sizes = {"input": in_splits, "output": out_splits}
+    in_row, out_row = _row_bytes(inp), _row_bytes(out)
+    call.sent_to = _each(call, lambda i: in_splits[i] * in_row)
+    call.received_from = _each(call, lambda i: out_splits[i] * out_row)
+
+
+def _send(call: Call, args: dict[str, Any]) -> None:
+    call.root = _root(args, call, "dst")
+    call.sent_to = {call.root: _nbytes(args["tensor"])}
+
+
+def _recv(call: Call, args: dict[str, Any]) -> None:
+    call.root = _root(args, call, "src")
+    # -1 stands for "any source" until recv returns the sender
+    call.received_from = {call.root if call.root is not None else -1: _nbytes(args["tensor"])}
+
+
+def _batch(call: Call, args: dict[str, Any]) -> None:
+    call.ops = []
+    for p2p in args["p2p_op_list"]:
+        kind = getattr(p2p.op, "__name__", str(p2p.op))
+        call.ops.append((kind, p2p.peer, TensorInfo.of(p2p.tensor)))
+        target = call.sent_to if kind == "isend" else call.received_from
+        target[p2p.peer] = target.get(p2p.peer, 0) + _nbytes(p2p.tensor)
+    call.tensors = {"tensors": [info for _, _, info in call.ops]}
+
+
+def _root_only(name: str) -> Rule:
+    """Object collectives: the root is known, the pickled bytes are not."""
+    def rule(call: Call, args: dict[str, Any]) -> None:
+        call.root = _root(args, call, name)
+    return rule
+
+
+_RULES: dict[str, Rule] = {
+    "broadcast": _rooted("src"),
+    "all_reduce": _all_reduce,
+    "all_reduce_coalesced": _all_reduce,
+    "reduce": _rooted("dst"),
+    "all_gather": _all_gather,
+    "all_gather_into_tensor": _all_gather_into_tensor,
+    "all_gather_single": _all_gather_into_tensor,
+    "_all_gather_base": _all_gather_into_tensor,
+    "gather": _rooted_list("dst", "gather_list"),
+    "scatter": _rooted_list("src", "scatter_list"),
+    "reduce_scatter": _reduce_scatter,
+    "reduce_scatter_tensor": _reduce_scatter_tensor,
+    "reduce_scatter_single": _reduce_scatter_tensor,
+    "_reduce_scatter_base": _reduce_scatter_tensor,
+    "all_to_all": _all_to_all,
+    "all_to_all_single": _all_to_all_single,
+    "send": _send,
+    "isend": _send,
+    "recv": _recv,
+    "irecv": _recv,
+    "batch_isend_irecv": _batch,
+    "broadcast_object_list": _root_only("src"),
+    "scatter_object_list": _root_only("src"),
+    "recv_object_list": _root_only("src"),
+    "gather_object": _root_only("dst"),
+    "send_object_list": _root_only("dst"),
+}
+
+
+def _split_sizes(tensor: torch.Tensor, sizes: Any, n: int) -> list[int]:
     if sizes:
         return [int(s) for s in sizes]
     rows = tensor.shape[0] if tensor.dim() else 1

@@ -1,4 +1,4 @@
-"""Regenerate the baseline images of tests/test_draw.py.
+"""Regenerate the baseline images of tests/drawing_cases.py.
 
 Run from the repository root, after a change to the pictures that you meant to make:
 
@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import sys
 
-import test_draw
+from support import drawing_cases
 
 
 def main(names: list[str]) -> None:
-    unknown = sorted(set(names) - set(test_draw.CASES))
+    unknown = sorted(set(names) - set(drawing_cases.CASES))
     if unknown:
-        sys.exit(f"unknown case(s): {', '.join(unknown)}; known: {', '.join(test_draw.CASES)}")
-    test_draw.BASELINES.mkdir(exist_ok=True)
-    for name in names or test_draw.CASES:
-        path = test_draw.BASELINES / f"{name}.png"
-        test_draw.save_case(name, path)
+        sys.exit(f"unknown case(s): {', '.join(unknown)}; known: {', '.join(drawing_cases.CASES)}")
+    drawing_cases.BASELINES.mkdir(exist_ok=True)
+    for name in names or drawing_cases.CASES:
+        path = drawing_cases.BASELINES / f"{name}.png"
+        drawing_cases.save_case(name, path)
         print(f"wrote {path}")
 
 

@@ -74,15 +74,18 @@ class Kernel:
                 run.error = content
             elif kind == "status" and content["execution_state"] == "idle":
                 break
-        # The shell channel may still hold replies to start-up requests (kernel_info): take
-        # the reply to this cell's request, not simply the next one.
-        while True:
-            reply = self.client.get_shell_msg(timeout=10)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                break
-        run.status = reply["content"]["status"]
+        run.status = self._reply_to(msg_id)["content"]["status"]
         run.seconds = time.monotonic() - start
         return run
+
+    def _reply_to(self, msg_id: str) -> dict:
+        """The shell reply to ``msg_id``. Others may come first: on a slow start,
+        ``start_new_kernel`` asks for kernel_info more than once and leaves the extra replies."""
+        deadline = time.monotonic() + 10
+        while True:
+            reply = self.client.get_shell_msg(timeout=max(deadline - time.monotonic(), 0.01))
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply
 
     def children(self) -> list[psutil.Process]:
         """The kernel's descendants, less multiprocessing's long-lived helpers."""

@@ -1,0 +1,119 @@
+"""Wait for the ranks: until all are done, one failed or died (with a grace period for the
+others to report), or they hung past the timeout.
+
+``timeout`` counts from the moment every rank is up (process started, group joined), so that a
+slow start on a busy machine is not blamed on the student's code; starting has its own bound,
+:data:`STARTUP_LIMIT`. While it waits, the watcher collects each rank's output and its report.
+"""
+
+from __future__ import annotations
+
+import time
+from multiprocessing import connection
+from typing import Any
+
+import cloudpickle
+
+from . import capture
+from .processes import RankProcess
+from .status import Board
+
+# After a rank fails, the others get time to report their own errors before they are stopped:
+# until no report came for GRACE_AFTER_FAILURE seconds while every rank left is waiting in a
+# call (a rank still running its own code may be about to fail the same way), and never more
+# than GRACE_MAX seconds. Enough for every rank to hit the same bug, even on a loaded machine.
+GRACE_AFTER_FAILURE = 0.5
+GRACE_MAX = 3.0
+STARTUP_LIMIT = 60.0
+# While some rank is still starting, or after a failure, look at the board this often.
+_POLL = 0.05
+
+
+class Watch:
+    """One wait over a run's ranks; :meth:`wait` says whether they hung past the timeout."""
+
+    def __init__(self, ranks: list[RankProcess], board: Board, timeout: float):
+        self.ranks, self.board, self.timeout = ranks, board, timeout
+        self.waiting: dict[Any, tuple[RankProcess, str]] = {}
+        for rank in ranks:
+            self.waiting[rank.control] = (rank, "control")
+            self.waiting[rank.process.sentinel] = (rank, "exit")
+            for stream, reader in rank.readers.items():
+                self.waiting[reader] = (rank, stream)
+
+    def wait(self) -> bool:
+        """Read output and reports until every rank reported, failed, died or time ran out.
+
+        Returns:
+            True when the ranks hung: time ran out and no rank had failed.
+        """
+        started_by = time.monotonic() + STARTUP_LIMIT
+        deadline = first_failure = last_news = None
+        while not all(rank.over for rank in self.ranks):
+            now = time.monotonic()
+            if deadline is None and self._all_up():
+                deadline = now + self.timeout
+            if first_failure is not None and self._grace_over(now, first_failure, last_news):
+                return False
+            remaining = (deadline if deadline is not None else started_by) - now
+            if remaining <= 0:
+                return not any_failed(self.ranks)
+            if first_failure is not None or deadline is None:
+                remaining = min(remaining, _POLL)
+            if self._take_news(remaining):
+                last_news = time.monotonic()
+            if first_failure is None and any_failed(self.ranks):
+                first_failure = last_news = time.monotonic()
+        return False
+
+    def _grace_over(self, now: float, first_failure: float, last_news: float) -> bool:
+        quiet = now - last_news >= GRACE_AFTER_FAILURE and not self._busy()
+        return quiet or now - first_failure >= GRACE_MAX
+
+    def _take_news(self, timeout: float) -> bool:
+        """Handle what is ready within ``timeout``; whether a rank reported or exited."""
+        news = False
+        for ready in connection.wait(list(self.waiting), timeout=timeout):
+            rank, kind = self.waiting[ready]
+            if kind in capture.STREAMS:
+                if not capture.read(rank.output, kind, ready):
+                    del self.waiting[ready]
+                continue
+            del self.waiting[ready]
+            news = True
+            if kind == "control":
+                _receive_report(rank, ready)
+            else:
+                _note_exit(rank)
+        return news
+
+    def _all_up(self) -> bool:
+        """Whether every rank has started its function (or already reported or died)."""
+        return all(rank.over or self.board.started(rank.rank) for rank in self.ranks)
+
+    def _busy(self) -> bool:
+        """Whether a rank that has not reported is still running its own code."""
+        return any(not rank.over and self.board.running_own_code(rank.rank)
+                   for rank in self.ranks)
+
+
+def _receive_report(rank: RankProcess, control: Any) -> None:
+    try:
+        rank.report = cloudpickle.loads(control.recv_bytes())
+    except (EOFError, OSError):
+        pass
+
+
+def _note_exit(rank: RankProcess) -> None:
+    rank.process.join(0)
+    rank.exitcode = rank.process.exitcode
+    if rank.exitcode is None:  # the sentinel fired before join could see it
+        rank.exitcode = -1
+
+
+def any_failed(ranks: list[RankProcess]) -> bool:
+    return any(rank.failed for rank in ranks)
+
+
+def all_done(ranks: list[RankProcess]) -> bool:
+    return all(rank.done for rank in ranks)
