@@ -31,7 +31,8 @@ def device():
 
 # The pictures need matplotlib, which the ranks never do: load them on first use, so that
 # starting a rank stays cheap.
-_LAZY = {"draw": "drawing", "draw_ring": "ring"}
+_LAZY = {"draw": "drawing", "draw_ring": "ring", "draw_groups": "groups",
+         "bytes_by_group": "groups", "draw_timeline": "timeline"}
 
 
 def __getattr__(name):
@@ -54,7 +55,10 @@ __all__ = [
     "TensorInfo",
     "choose_backend",
     "device",
+    "bytes_by_group",
     "draw",
+    "draw_groups",
     "draw_ring",
+    "draw_timeline",
     "run",
 ]
