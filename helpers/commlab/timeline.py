@@ -120,7 +120,7 @@ def draw_timeline(result: RunResult, spans: list[list[Span]] | None = None,
     """
     from matplotlib.patches import Patch
 
-    from .render import RunFigure
+    from .figure import RunFigure
 
     spans = spans if spans is not None else [[] for _ in range(result.world_size)]
     if len(spans) != result.world_size or not all(isinstance(s, list) for s in spans):
