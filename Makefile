@@ -25,7 +25,7 @@ lab: setup
 	$(BIN)/jupyter lab --notebook-dir=notebooks
 
 lint: setup
-	$(BIN)/ruff check helpers tests bench
+	$(BIN)/ruff check helpers tests bench grader
 
 test: lint
 	$(BIN)/python -m pytest -q
@@ -34,7 +34,7 @@ bench: setup
 	$(BIN)/python bench/launch_bench.py
 
 bench-grade: setup
-	$(BIN)/python bench/grade_bench.py
+	PYTHONPATH=.:tests $(BIN)/python bench/grade_bench.py
 
 # Redraw tests/baseline_images (all, or CASES="reduce ..."); look at every PNG before committing.
 baselines: setup
@@ -42,15 +42,15 @@ baselines: setup
 
 # The instructor's commands (README, "Grading").
 generate: setup
-	$(BIN)/python grader/course.py generate
+	$(BIN)/python -m grader generate
 
 validate: setup
-	$(BIN)/python grader/course.py validate
+	$(BIN)/python -m grader validate
 
 grade: setup
 	@test -n "$(SUBMISSIONS)" -a -n "$(OUT)" || \
 		{ echo "usage: make grade SUBMISSIONS=<folder or zip> OUT=<folder>"; exit 2; }
-	$(BIN)/python grader/autograde.py "$(SUBMISSIONS)" "$(OUT)" $(GRADE_FLAGS)
+	$(BIN)/python -m grader grade "$(SUBMISSIONS)" "$(OUT)" $(GRADE_FLAGS)
 
 clean:
 	rm -rf $(VENV) helpers/*.egg-info

@@ -1,0 +1,1 @@
+"""Autograde the course's chapters: ``python -m grader grade|generate|validate|merge``."""
