@@ -90,7 +90,7 @@ class _Run:
 
     def start_kernel(self) -> asyncio.Task:
         self.count += 1
-        folder = self.folder / "kernels" / f"k{self.count}"
+        folder = self.folder / f"k{self.count}"  # short: it holds the kernel's sockets
         return asyncio.ensure_future(kernels.start(folder, self.wrap, self.env))
 
     async def grade(self, sub: intake.Submission, kernel: kernels.Kernel,

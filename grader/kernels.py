@@ -20,6 +20,8 @@ from jupyter_client.manager import AsyncKernelManager
 # Runs before the student's first cell, without a history entry or an output, and binds no
 # name in the student's namespace: a notebook that forgets ``import torch`` still fails.
 WARM_UP = "__import__('commlab').run(lambda: None, world_size=2)"
+# A Unix socket's path holds at most 107 bytes; the kernel's sockets are <folder>/s-<port>.
+SOCKET_PATH_LIMIT = 100
 START_LIMIT = 120  # seconds; a busy machine can take tens of seconds to import torch
 
 
@@ -85,7 +87,11 @@ async def start(folder: Path, wrap: Callable[[Path], Callable] | None,
     began = time.perf_counter()
     folder.mkdir(parents=True)
     env = {**env, "MPLCONFIGDIR": str(_matplotlib_cache(folder))}
-    km = WrappedKernelManager(kernel_name="python3", transport="ipc", ip=str(folder / "ipc"),
+    sockets = folder / "s"
+    if len(str(sockets)) > SOCKET_PATH_LIMIT:
+        raise RuntimeError(f"the kernel's sockets would be {sockets}-N, longer than a socket "
+                           f"path may be; set TMPDIR to a shorter folder (e.g. /tmp)")
+    km = WrappedKernelManager(kernel_name="python3", transport="ipc", ip=str(sockets),
                               connection_file=str(folder / "kernel.json"))
     km.wrap = wrap(folder) if wrap else None
     # what the kernel and the ranks print outside cells goes to a log (kept with --keep)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,6 +23,14 @@ from grader import batch, cli, scratch
 from support.class_factory import CHAPTER, correct, release, write
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def short_root():
+    """A scratch root of its own with a short path: the kernels' sockets live in it."""
+    root = Path(tempfile.mkdtemp(prefix="grading-test-"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _rows(out: Path) -> dict[str, dict[str, str]]:
@@ -50,13 +60,13 @@ def test_default_jobs_without_a_bench_is_one_per_two_cores(tmp_path):
 
 
 @pytest.mark.slow
-def test_shards_merged_give_one_grades_csv_and_gradebook(tmp_path):
+def test_shards_merged_give_one_grades_csv_and_gradebook(tmp_path, short_root):
     for student, nb in (("ann", correct()), ("ben", release()), ("cat", correct())):
         write(tmp_path / "class", student, nb)
     parts = []
     for k in (1, 2):
         settings = batch.Settings(jobs=1, shard=(k, 2), db=tmp_path / "unused.db",
-                                  scratch_parent=tmp_path / "tmp")
+                                  scratch_parent=short_root)
         batch.grade_class(tmp_path / "class", tmp_path / f"part{k}", settings)
         parts.append(tmp_path / f"part{k}")
     assert not (tmp_path / "unused.db").exists()  # shards leave the gradebook to merge
@@ -80,17 +90,16 @@ def _processes_mentioning(text: str) -> list[psutil.Process]:
 
 
 @pytest.mark.slow
-def test_a_run_killed_mid_batch_is_cleaned_up_by_the_next(tmp_path, capsys):
+def test_a_run_killed_mid_batch_is_cleaned_up_by_the_next(tmp_path, short_root, capsys):
     write(tmp_path / "slow", "loops", _looping())
-    root = tmp_path / "tmp"
-    root.mkdir()
+    root = short_root
     killed = subprocess.Popen(
         [sys.executable, "-m", "grader", "grade", str(tmp_path / "slow"), str(tmp_path / "o1"),
          "--jobs", "1", "--cell-timeout", "60", "--gradebook", str(tmp_path / "g1.db")],
         cwd=ROOT, env=dict(os.environ, TMPDIR=str(root)), stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
-    while not list(root.glob(f"{scratch.PREFIX}*/kernels/k1/{CHAPTER}.ipynb")):
+    while not list(root.glob(f"{scratch.PREFIX}*/k1/{CHAPTER}.ipynb")):
         assert killed.poll() is None and time.monotonic() < deadline, "grading never started"
         time.sleep(0.5)
     os.kill(killed.pid, signal.SIGKILL)
@@ -125,8 +134,10 @@ def unsandboxed_into_an_older_gradebook(tmp_path_factory):
         gb.add_student("someone")
         gb.add_submission(CHAPTER, "someone")
     write(folder / "class", "ann", correct())
-    settings = batch.Settings(jobs=1, sandbox=False, db=db, scratch_parent=folder / "tmp")
+    root = Path(tempfile.mkdtemp(prefix="grading-test-"))
+    settings = batch.Settings(jobs=1, sandbox=False, db=db, scratch_parent=root)
     result = batch.grade_class(folder / "class", folder / "out", settings)
+    root.rmdir()
     return result, folder / "out"
 
 
