@@ -58,7 +58,7 @@ def executing(result: batch.Batch) -> float:
 
 def report(result: batch.Batch, jobs: int) -> float:
     """Print each submission's phases; return the batch's fixed cost."""
-    names = ["kernel start", "sanitize", "cells", "tests", "feedback"]
+    names = ["kernel start", "sanitize", "cells", "tests", "kernel stop", "feedback"]
     print(f"\n  make grade, --jobs {jobs}: phases per submission (seconds)")
     print("    chapter                  status     score  " + "  ".join(f"{n:>12}" for n in names))
     for o in result.outcomes:

@@ -94,8 +94,9 @@ class _Run:
         return asyncio.ensure_future(kernels.start(folder, self.wrap, self.env))
 
     async def grade(self, sub: intake.Submission, kernel: kernels.Kernel,
-                    waited: float) -> Outcome:
-        """Grade ``sub`` on ``kernel`` (for which the worker ``waited`` seconds)."""
+                    waited: float, cells_done: asyncio.Event) -> Outcome:
+        """Grade ``sub`` on ``kernel`` (for which the worker ``waited`` seconds); set
+        ``cells_done`` once the kernel is no longer needed."""
         outcome = Outcome(sub.student, sub.chapter, max_score=self.max_scores[sub.chapter])
         outcome.phases["kernel start"] = waited
         began = time.perf_counter()
@@ -106,6 +107,7 @@ class _Run:
             info = resources(sub.chapter, sub.student, f"sqlite:///{self.db}")
             notebook = await asyncio.to_thread(sanitize, notebook, self.config, info)
         except Exception as exc:  # noqa: BLE001 - not a notebook nbgrader can read
+            cells_done.set()
             await kernel.stop()
             outcome.notes = [f"unreadable notebook: {str(exc).splitlines()[0][:200]}"]
             return outcome
@@ -113,7 +115,7 @@ class _Run:
         # restored test cells, hidden tests included
         shutil.copyfile(sub.path, kernel.folder / f"{sub.chapter}.ipynb")
         outcome.phases["sanitize"] = time.perf_counter() - began
-        done = await run_cells(notebook, kernel, self.config, self.settings.limit)
+        done = await run_cells(notebook, kernel, self.config, self.settings.limit, cells_done)
         outcome.phases.update(done.seconds)
         began = time.perf_counter()
         judge(outcome, notebook, died=done.died, over_limit=done.over_limit,
@@ -140,9 +142,12 @@ class _Run:
         (folder / f"{outcome.chapter}.log").write_text("\n".join(lines))
 
 
-async def _worker(run: _Run, queue: asyncio.Queue, ready: asyncio.Task,
+async def _worker(run: _Run, queue: asyncio.Queue, ready: asyncio.Task | None,
                   outcomes: list[Outcome]) -> None:
-    """Grade submissions from ``queue`` one by one; while one runs, the next kernel warms."""
+    """Grade submissions from ``queue``: while one runs, the next kernel warms; once its cells
+    have run, the next submission starts while this one's kernel stops and its feedback is
+    written."""
+    finishing: list[asyncio.Task] = []
     try:
         while not queue.empty():
             sub = queue.get_nowait()
@@ -150,18 +155,34 @@ async def _worker(run: _Run, queue: asyncio.Queue, ready: asyncio.Task,
             kernel = await ready
             waited = time.perf_counter() - waited
             ready = run.start_kernel() if not queue.empty() else None
-            outcome = await run.grade(sub, kernel, waited)
-            outcomes.append(outcome)
-            if run.settings.on_done:
-                run.settings.on_done(outcome)
+            cells_done = asyncio.Event()
+            finishing.append(asyncio.ensure_future(
+                _graded(run, sub, kernel, waited, cells_done, outcomes)))
+            await asyncio.wait([finishing[-1], asyncio.ensure_future(cells_done.wait())],
+                               return_when=asyncio.FIRST_COMPLETED)
     finally:
-        if ready is not None:
-            if not ready.done():
-                ready.cancel()
-            try:
-                await (await ready).stop()
-            except BaseException:  # noqa: BLE001 - a kernel that never came up has nothing to stop
-                pass
+        await asyncio.gather(*finishing)
+        await _drop(ready)
+
+
+async def _graded(run: _Run, sub, kernel, waited: float, cells_done: asyncio.Event,
+                  outcomes: list[Outcome]) -> None:
+    outcome = await run.grade(sub, kernel, waited, cells_done)
+    outcomes.append(outcome)
+    if run.settings.on_done:
+        run.settings.on_done(outcome)
+
+
+async def _drop(ready: asyncio.Task | None) -> None:
+    """Stop a kernel that was warming for a submission that never came."""
+    if ready is None:
+        return
+    if not ready.done():
+        ready.cancel()
+    try:
+        await (await ready).stop()
+    except BaseException:  # noqa: BLE001 - a kernel that never came up has nothing to stop
+        pass
 
 
 async def _grade_all(run: _Run, todo: list[intake.Submission], chapters: list[str],

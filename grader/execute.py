@@ -65,12 +65,15 @@ class Execution:
     died: bool = False
     over_limit: bool = False
     interrupted: set[int] = field(default_factory=set)
-    seconds: dict[str, float] = field(default_factory=lambda: {"cells": 0.0, "tests": 0.0})
+    seconds: dict[str, float] = field(
+        default_factory=lambda: {"cells": 0.0, "tests": 0.0, "kernel stop": 0.0})
 
 
-async def run_cells(notebook, kernel: Kernel, config, limit: float) -> Execution:
+async def run_cells(notebook, kernel: Kernel, config, limit: float,
+                    cells_done: asyncio.Event | None = None) -> Execution:
     """Execute every code cell of ``notebook`` in place on ``kernel``, within ``limit``
-    seconds in all; then stop the kernel, and every process the student's code started."""
+    seconds in all; then stop the kernel, and every process the student's code started.
+    ``cells_done`` is set when the last cell has run, before the kernel is stopped."""
     client = _Client(km=kernel.km, config=config)
     client.nb, client.kc, client.owns_km = notebook, kernel.kc, False
     client.interrupted = set()
@@ -94,5 +97,9 @@ async def run_cells(notebook, kernel: Kernel, config, limit: float) -> Execution
     except asyncio.TimeoutError:
         done.over_limit = True
     finally:
+        if cells_done is not None:
+            cells_done.set()
+        began = time.perf_counter()
         await kernel.stop()
+        done.seconds["kernel stop"] = time.perf_counter() - began
     return done

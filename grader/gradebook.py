@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import shutil
 import warnings
 from pathlib import Path
 
@@ -90,6 +91,9 @@ def _learn_chapters(db: Path, template: Path, chapters: list[str], scratch: Path
     """Make the instructor's gradebook know each chapter as the template does."""
     from nbgrader.api import Gradebook
 
+    if not db.exists():  # the template knows every chapter already: start from a copy
+        shutil.copyfile(template, db)
+        return
     with Gradebook(f"sqlite:///{template}") as theirs, Gradebook(f"sqlite:///{db}") as ours:
         stale = [c for c in chapters if _shape(ours, c) != _shape(theirs, c)]
     if stale:
