@@ -44,7 +44,7 @@ student-edition:
 	$(PYTHON) helpers/scripts/student_edition.py "$(DEST)"
 
 lint: setup
-	$(BIN)/ruff check helpers tests bench
+	$(BIN)/ruff check helpers tests bench grader
 
 test: course-source lint
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
@@ -58,7 +58,7 @@ bench: setup
 	$(BIN)/python bench/launch_bench.py
 
 bench-grade: setup
-	$(BIN)/python bench/grade_bench.py
+	PYTHONPATH=.:tests $(BIN)/python bench/grade_bench.py
 
 # Redraw tests/baseline_images (all, or CASES="reduce ..."); look at every PNG before committing.
 baselines: setup
@@ -66,15 +66,15 @@ baselines: setup
 
 # The instructor's commands (README, "Grading").
 generate: setup
-	$(BIN)/python grader/course.py generate
+	$(BIN)/python -m grader generate
 
 validate: setup
-	$(BIN)/python grader/course.py validate
+	$(BIN)/python -m grader validate
 
 grade: setup
 	@test -n "$(SUBMISSIONS)" -a -n "$(OUT)" || \
 		{ echo "usage: make grade SUBMISSIONS=<folder or zip> OUT=<folder>"; exit 2; }
-	$(BIN)/python grader/autograde.py "$(SUBMISSIONS)" "$(OUT)" $(GRADE_FLAGS)
+	$(BIN)/python -m grader grade "$(SUBMISSIONS)" "$(OUT)" $(GRADE_FLAGS)
 
 clean:
 	rm -rf $(VENV) helpers/*.egg-info

@@ -1,1 +1,1 @@
-"""The instructor's side of the course: generating, validating and grading notebooks."""
+"""Autograde the course's chapters: ``python -m grader grade|generate|validate|merge``."""

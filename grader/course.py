@@ -1,18 +1,13 @@
-"""The instructor's commands: generate the student notebooks, and validate them honestly.
+"""The course as nbgrader sees it: the chapters, the one nbgrader configuration, generate and
+validate (``python -m grader generate|validate``).
 
-    python grader/course.py generate            # solutions/ -> notebooks/, every chapter
-    python grader/course.py validate            # solutions pass every test, stubs pass none
-
-``nbgrader validate`` exits 0 even when validation fails; ``validate`` here exits 1 then, and
-says which test cell of which chapter went wrong.
+``nbgrader validate`` exits 0 even when validation fails; ``validate`` here returns what went
+wrong, so that the command can exit 1 and say which test cell of which chapter failed.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -21,6 +16,12 @@ GRADER = Path(__file__).resolve().parent
 ROOT = GRADER.parent
 SOLUTIONS = ROOT / "solutions"
 NOTEBOOKS = ROOT / "notebooks"
+INSTRUCTOR_DB = GRADER / "gradebook.db"
+
+# Seconds one cell may run before it is interrupted. Every commlab run in a test cell stops
+# within commlab.checks.GRADING_TIMEOUT (8 s), so a hung cell is cut by commlab first; this is
+# the backstop, nbgrader's own default.
+CELL_TIMEOUT = 30
 
 
 def chapters() -> list[str]:
@@ -29,36 +30,64 @@ def chapters() -> list[str]:
                   if p.is_dir() and (p / f"{p.name}.ipynb").exists())
 
 
+def nbgrader_config(root: Path = ROOT, db: Path | None = None, source: str = "solutions",
+                    release: Path | str = "notebooks"):
+    """The course's nbgrader configuration (grader/nbgrader_config.py, the one file instructors
+    edit), pointed at another course root, gradebook or release folder when asked."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(GRADER)).load_config()
+    config.CourseDirectory.root = str(root)
+    config.CourseDirectory.source_directory = source
+    config.CourseDirectory.release_directory = str(release)
+    if db is not None:
+        config.CourseDirectory.db_url = f"sqlite:///{db}"
+    config.Execute.timeout = CELL_TIMEOUT
+    return config
+
+
+def use_nbgrader_environment() -> None:
+    """nbgrader runs a helper program (alembic) by name when it creates a gradebook: find it
+    beside this Python. torch's C++ warnings on stderr would zero a passing test cell."""
+    bin_dir = os.path.dirname(sys.executable)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+
+
 def generate(names: list[str] | None = None, root: Path = ROOT, db: Path | None = None,
-             release: Path | None = None) -> None:
-    """Run ``nbgrader generate_assignment`` for each chapter of the course at ``root``.
+             release: Path | str = "notebooks", source: str = "solutions") -> None:
+    """Run nbgrader's generate_assignment, in this process, for each chapter of the course at
+    ``root``.
 
     Without ``db`` the gradebook nbgrader insists on is kept in a temporary folder: generating
-    the student notebooks must not depend on, or change, any instructor's gradebook. ``release``
-    sends the student notebooks elsewhere than ``notebooks/`` (when only the gradebook is
-    wanted).
+    the student notebooks must not depend on, or change, any instructor's gradebook. Raises
+    RuntimeError with nbgrader's log when a chapter cannot be generated.
     """
+    from nbgrader.converters import GenerateAssignment
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.utils import capture_log
+
+    use_nbgrader_environment()
     with tempfile.TemporaryDirectory() as scratch:
-        options = [f"--CourseDirectory.root={root}",
-                   f"--CourseDirectory.db_url=sqlite:///{db or Path(scratch) / 'gradebook.db'}"]
-        if release is not None:
-            options.append(f"--CourseDirectory.release_directory={release}")
+        config = nbgrader_config(root, db or Path(scratch) / "gradebook.db", source, release)
+        config.Application.log_level = "WARN"
         for name in names or chapters():
-            subprocess.run(
-                [sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force",
-                 *options, "--log-level=WARN"],
-                cwd=GRADER, check=True, env=nbgrader_environment())
-
-
-def nbgrader_environment() -> dict[str, str]:
-    """nbgrader runs helper programs (alembic) by name: find them beside this Python."""
-    bin_dir = os.path.dirname(sys.executable)
-    return dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
+            coursedir = CourseDirectory(config=config)
+            coursedir.assignment_id = name
+            converter = GenerateAssignment(coursedir=coursedir, config=config)
+            converter.force = True
+            done = capture_log(converter)
+            if not done["success"]:
+                raise RuntimeError(f"nbgrader could not generate {name}:\n"
+                                   f"{done.get('log', '')}{done.get('error', '')}")
 
 
 def generate_into(folder: Path, names: list[str] | None = None) -> Path:
     """Generate the student notebooks of a copy of ``solutions/`` made in ``folder``; return the
-    release folder (for comparing with ``notebooks/``)."""
+    release folder (tests compare it with ``notebooks/``)."""
+    import shutil
+
     shutil.copytree(SOLUTIONS, folder / "solutions")
     generate(names, root=folder)
     return folder / "notebooks"
@@ -74,7 +103,7 @@ def validate(path: Path, invert: bool = False) -> list[str]:
     from traitlets.config import Config
 
     config = Config()
-    config.Execute.timeout = 30
+    config.Execute.timeout = CELL_TIMEOUT
     validator = Validator(config=config, invert=invert)
     results = validator.validate(str(path))
     problems = []
@@ -85,29 +114,3 @@ def validate(path: Path, invert: bool = False) -> list[str]:
                 else []
             problems.append(f"{path.name}: test cell {kind}: {first_line} {' '.join(detail)}")
     return problems
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["generate", "validate"])
-    parser.add_argument("chapters", nargs="*", help="chapter names (default: all)")
-    args = parser.parse_args(argv)
-    names = args.chapters or chapters()
-    if args.command == "generate":
-        generate(names)
-        print(f"generated {len(names)} student notebooks in {NOTEBOOKS.relative_to(ROOT)}/")
-        return 0
-    problems = []
-    for name in names:
-        problems += validate(SOLUTIONS / name / f"{name}.ipynb")
-        problems += validate(NOTEBOOKS / name / f"{name}.ipynb", invert=True)
-    for problem in problems:
-        print(problem)
-    print(f"validated {len(names)} chapters: "
-          f"{'all solutions pass and no stub passes' if not problems else 'PROBLEMS above'}")
-    return 1 if problems else 0
-
-
-if __name__ == "__main__":
-    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    sys.exit(main())

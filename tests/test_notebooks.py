@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
+from grader import course
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "grader"))
-import course  # noqa: E402
 
 CHAPTERS = course.chapters()
 

@@ -1,7 +1,8 @@
-"""A small class of chapter-00 submissions, one of each kind an instructor meets.
+"""Submissions for the grader's tests and bench: a correct one of any chapter, and a class of
+chapter-00 submissions with one of each kind an instructor meets (and two hostile ones).
 
-Used by test_autograde.py and bench/grade_bench.py. Each entry: student -> (notebook, expected
-status, expected score or None when only the status matters).
+Each class entry: student (named for the case) -> (expected status, expected score or None when
+only the status matters).
 """
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "00_launching_ranks"
+# in the command line of every process the hostile submission leaves behind
+LEFTOVER_MARK = "commlab-grading-test-leftover"
 
 
-def _release():
-    return nbformat.read(ROOT / "notebooks" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
+def release(chapter: str = CHAPTER):
+    """The student notebook of ``chapter``, untouched."""
+    return nbformat.read(ROOT / "notebooks" / chapter / f"{chapter}.ipynb", as_version=4)
 
 
-def _answers() -> dict[str, str]:
-    source = nbformat.read(ROOT / "solutions" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
+def _answers(chapter: str) -> dict[str, str]:
+    source = nbformat.read(ROOT / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
     return {c.metadata.nbgrader.grade_id: c.source for c in source.cells
             if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
 
@@ -30,9 +34,10 @@ def _cell_index(nb, grade_id: str) -> int:
                 if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
 
 
-def correct():
-    nb = _release()
-    for grade_id, source in _answers().items():
+def correct(chapter: str = CHAPTER):
+    """The student notebook of ``chapter`` with the solutions' answers written in."""
+    nb = release(chapter)
+    for grade_id, source in _answers(chapter).items():
         nb.cells[_cell_index(nb, grade_id)].source = source
     return nb
 
@@ -48,53 +53,136 @@ def _after(nb, grade_id: str, source: str):
     return nb
 
 
-def make_class(folder: Path, with_slow_cases: bool = True) -> dict[str, tuple[str, float | None]]:
-    """Write ``<student>/00_launching_ranks/00_launching_ranks.ipynb`` for each student."""
-    full = 2.0
-    cases: dict[str, tuple[object, str, float | None]] = {
-        "alice": (correct(), "graded", full),
-        "bob": (_release(), "graded", 0.0),
-        # a rank that waits in a collective nobody else makes: commlab stops it within 8 s
-        "carol": (_with_answer("00-whoami", (
-            "def whoami():\n"
-            "    if dist.get_rank() == 0:\n"
-            "        dist.barrier()\n"
-            "    return {'rank': dist.get_rank(), 'world_size': dist.get_world_size(),\n"
-            "            'backend': dist.get_backend()}\n")), "timed out", 1.0),
-        "erin": (_after(correct(), "00-whoami", "import os\nos._exit(1)"), "kernel died", 0.0),
-        "frank": (_after(correct(), "00-whoami", "import sys\nsys.exit(2)"), "graded", full),
-        "grace": (_after(correct(), "00-whoami", "print('x' * 3_000_000)"), "graded", full),
-        "kim": ("this is not a notebook", "missing", 0.0),
-        # reads what it should not see, and tries the network
-        "mallory": (_after(correct(), "00-whoami", (
-            "import os, socket\n"
-            f"print('solutions:', sorted(os.listdir({str(ROOT / 'solutions')!r})))\n"
-            "try:\n"
-            "    socket.create_connection(('192.0.2.1', 80), timeout=2)\n"
-            "    print('network: reachable')\n"
-            "except OSError as err:\n"
-            "    print('network:', type(err).__name__)\n")), "graded", full),
-    }
-    tampered_edit = correct()
-    tampered_edit.cells[_cell_index(tampered_edit, "00-whoami-test")].source = "pass"
-    cases["heidi"] = (tampered_edit, "tests tampered with", full)
-    tampered_delete = correct()
-    del tampered_delete.cells[_cell_index(tampered_delete, "00-join-group-test")]
-    cases["ivan"] = (tampered_delete, "tests tampered with", full)
+# Looks everywhere it can for the course's hidden tests, any gradebook of the course and the
+# solutions folder, and prints what it found into its own output (the feedback page).
+SNOOP = '''\
+import os
+hidden = ("BEGIN " + "HIDDEN TESTS").encode()  # not found in this very cell's source
+found, seen = [], 0
+for top, dirs, files in os.walk("/"):
+    if top in ("/proc", "/sys", "/dev"):
+        dirs[:] = []
+        continue
+    seen += len(files)
+    if "00_launching_ranks" in dirs and os.path.basename(top) == "solutions":
+        found.append(top)
+    for name in files:
+        path = os.path.join(top, name)
+        if name.endswith((".ipynb", ".db")):
+            try:
+                with open(path, "rb") as f:
+                    data = f.read(2_000_000)
+            except OSError:
+                continue
+            if hidden in data and b"commlab" in data:
+                found.append(path)
+            if data.startswith(b"SQLite format 3") and b"00_launching_ranks" in data:
+                found.append(path)
+print("looked at", seen, "files; found:", found)
+'''
+
+# Leaves a process behind that keeps writing top marks into every gradebook it can reach and
+# appending to every notebook, page and sheet it can write.
+REWRITER = '''\
+import subprocess, sys
+code = """
+import os, sqlite3, time
+while True:
+    for top, dirs, files in os.walk("/"):
+        if top in ("/proc", "/sys", "/dev", "/usr", sys.prefix, sys.base_prefix):
+            dirs[:] = []
+            continue
+        for name in files:
+            path = os.path.join(top, name)
+            try:
+                if name.endswith(".db"):
+                    db = sqlite3.connect(path, timeout=0.1)
+                    db.execute("UPDATE grade SET manual_score = 100, auto_score = 100")
+                    db.commit()
+                    db.close()
+                elif name.endswith((".ipynb", ".json", ".csv", ".html")):
+                    with open(path, "a") as f:
+                        f.write("100")
+            except Exception:
+                pass
+    time.sleep(0.2)
+"""
+subprocess.Popen([sys.executable, "-c", code + "# MARK"], start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print("left a process behind")
+'''.replace("MARK", LEFTOVER_MARK)
+
+HANGS_IN_COLLECTIVE = (
+    "def whoami():\n"
+    "    if dist.get_rank() == 0:\n"
+    "        dist.barrier()\n"
+    "    return {'rank': dist.get_rank(), 'world_size': dist.get_world_size(),\n"
+    "            'backend': dist.get_backend()}\n")
+
+NETWORK = (
+    "import socket\n"
+    "try:\n"
+    "    socket.create_connection(('192.0.2.1', 80), timeout=2)\n"
+    "    print('network:', 'reached')\n"
+    "except OSError as err:\n"
+    "    print('network:', type(err).__name__)\n")
+
+
+def _tampered() -> dict[str, tuple[object, str, float]]:
+    edited = correct()
+    edited.cells[_cell_index(edited, "00-whoami-test")].source = "pass"
+    deleted = correct()
+    del deleted.cells[_cell_index(deleted, "00-join-group-test")]
     duplicated = correct()
     i = _cell_index(duplicated, "00-whoami-test")
     duplicated.cells.insert(i + 1, copy.deepcopy(duplicated.cells[i]))
-    cases["judy"] = (duplicated, "tests tampered with", full)
+    return {"edits_a_test": (edited, "tests tampered with", 2.0),
+            "deletes_a_test": (deleted, "tests tampered with", 2.0),
+            "duplicates_a_test": (duplicated, "tests tampered with", 2.0)}
+
+
+def cases(with_slow_cases: bool = True) -> dict[str, tuple[object, str, float | None]]:
+    """student -> (notebook or text, expected status, expected score or None)."""
+    full = 2.0
+    found: dict[str, tuple[object, str, float | None]] = {
+        "correct": (correct(), "graded", full),
+        "untouched": (release(), "graded", 0.0),
+        # a rank waits in a collective nobody else makes: commlab stops it within 8 s
+        "hangs_in_collective": (_with_answer("00-whoami", HANGS_IN_COLLECTIVE), "timed out",
+                                1.0),
+        "kills_kernel": (_after(correct(), "00-whoami", "import os\nos._exit(1)"),
+                         "kernel died", 0.0),
+        "calls_sys_exit": (_after(correct(), "00-whoami", "import sys\nsys.exit(2)"), "graded",
+                           full),
+        "prints_megabytes": (_after(correct(), "00-whoami", "print('x' * 3_000_000)"),
+                             "graded", full),
+        "not_a_notebook": ("this is not a notebook", "missing", 0.0),
+        "snoops": (_after(_after(correct(), "00-whoami", SNOOP), "00-whoami", NETWORK),
+                   "graded", full),
+        "rewrites_scores": (_after(release(), "00-whoami", REWRITER), "graded", 0.0),
+        **_tampered(),
+    }
     if with_slow_cases:
-        cases["dave"] = (_after(correct(), "00-whoami", "while True:\n    pass"), "timed out",
-                         None)
+        found["loops_forever"] = (_after(correct(), "00-whoami", "while True:\n    pass"),
+                                  "timed out", None)
+    return found
+
+
+def write(folder: Path, student: str, nb, chapter: str = CHAPTER) -> Path:
+    """Write ``nb`` (a notebook, or text) as ``<student>/<chapter>/<chapter>.ipynb``."""
+    path = folder / student / chapter / f"{chapter}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(nb, str):
+        path.write_text(nb)
+    else:
+        nbformat.write(nb, path)
+    return path
+
+
+def make_class(folder: Path, with_slow_cases: bool = True) -> dict[str, tuple[str, float | None]]:
+    """Write the class under ``folder``; return student -> (status, score or None)."""
     expected = {}
-    for student, (nb, status, score) in cases.items():
-        path = folder / student / CHAPTER / f"{CHAPTER}.ipynb"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(nb, str):
-            path.write_text(nb)
-        else:
-            nbformat.write(nb, path)
+    for student, (nb, status, score) in cases(with_slow_cases).items():
+        write(folder, student, nb)
         expected[student] = (status, score)
     return expected

@@ -1,0 +1,262 @@
+"""Grade a class: the course template made once, a few workers each with a warm kernel ready
+for its next submission, then grades.csv, the feedback pages and the instructor's gradebook.
+
+Tests and the bench call ``grade_class``; ``python -m grader grade`` is its command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from . import course, feedback, gradebook, intake, kernels, sandbox, scratch
+from .execute import limit_outputs, resources, run_cells, sanitize
+from .score import Outcome, judge, max_score
+from .tamper import check_tampering
+
+
+@dataclass
+class Settings:
+    """How to grade: the command's flags."""
+
+    jobs: int = 2
+    limit: float = 300.0  # seconds one submission may take in all
+    cell_timeout: int = course.CELL_TIMEOUT
+    sandbox: bool | None = None  # None: wherever the machine allows it
+    db: Path = course.INSTRUCTOR_DB
+    keep: bool = False  # keep each submission's log and graded notebook under OUT/kept
+    shard: tuple[int, int] = (1, 1)  # grade the K-th of N slices
+    lms: str = "auto"
+    roster: Path | None = None
+    scratch_parent: Path | None = None  # where the run's scratch folder goes (default TMPDIR)
+    on_done: Callable[[Outcome], None] | None = None
+
+
+@dataclass
+class Batch:
+    """What a run produced, and where its time went."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    skipped: list[intake.Skipped] = field(default_factory=list)
+    sandboxed: bool = True
+    gradebook_error: str | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def shard_of(keys: list[tuple[str, str]], shard: tuple[int, int]) -> list[tuple[str, str]]:
+    """The K-th of N slices of ``keys`` (sorted): every N-th submission from the K-th, so that
+    each slice holds about as many of each chapter."""
+    k, n = shard
+    if not 1 <= k <= n:
+        raise ValueError(f"--shard {k}/{n}: K must be between 1 and N")
+    return sorted(keys)[k - 1::n]
+
+
+def _grid(found: intake.Intake) -> list[tuple[str, str]]:
+    """Every (student, chapter) this batch answers for: each student known (from a submission
+    or the roster) with each chapter submitted by anyone."""
+    students = {s.student for s in found.submissions} | set(found.roster or [])
+    chapters = {s.chapter for s in found.submissions}
+    return sorted((s, c) for s in students for c in chapters)
+
+
+class _Run:
+    """One batch's state: the template gradebook, the settings, the kernels' scratch."""
+
+    def __init__(self, folder: Path, out: Path, settings: Settings, db: Path,
+                 submissions: Path, sandboxed: bool):
+        self.folder, self.out, self.settings, self.db = folder, out, settings, db
+        self.config = course.nbgrader_config(db=db)
+        self.config.Execute.timeout = settings.cell_timeout
+        # TORCH_DIST_INIT_BARRIER: init_process_group returns once every rank is connected, so
+        # that a rank that goes on to destroy the group at once cannot fail a slower peer still
+        # connecting ("Connection closed by peer"), which a busy machine makes likely
+        self.env = dict(os.environ, NBGRADER_EXECUTION="autograde", TORCH_DIST_INIT_BARRIER="1")
+        hidden = sandbox.hidden_paths([out, submissions] if submissions.is_dir() else [out])
+        files = [settings.db]
+        self.wrap = ((lambda f: lambda argv: sandbox.kernel_command(argv, f, hidden, files))
+                     if sandboxed else
+                     (lambda f: lambda argv: [*sandbox.dies_with_parent(), *argv]))
+        self.count = 0
+        self.max_scores: dict[str, float] = {}
+
+    def start_kernel(self) -> asyncio.Task:
+        self.count += 1
+        folder = self.folder / f"k{self.count}"  # short: it holds the kernel's sockets
+        return asyncio.ensure_future(kernels.start(folder, self.wrap, self.env))
+
+    async def grade(self, sub: intake.Submission, kernel: kernels.Kernel,
+                    waited: float, cells_done: asyncio.Event) -> Outcome:
+        """Grade ``sub`` on ``kernel`` (for which the worker ``waited`` seconds); set
+        ``cells_done`` once the kernel is no longer needed."""
+        outcome = Outcome(sub.student, sub.chapter, max_score=self.max_scores[sub.chapter])
+        outcome.phases["kernel start"] = waited
+        began = time.perf_counter()
+        try:
+            notebook = nbformat.read(sub.path, as_version=4)
+            tampered = check_tampering(notebook, course.NOTEBOOKS / sub.chapter /
+                                       f"{sub.chapter}.ipynb")
+            info = resources(sub.chapter, sub.student, f"sqlite:///{self.db}")
+            notebook = await asyncio.to_thread(sanitize, notebook, self.config, info)
+        except Exception as exc:  # noqa: BLE001 - not a notebook nbgrader can read
+            cells_done.set()
+            await kernel.stop()
+            outcome.notes = [f"unreadable notebook: {str(exc).splitlines()[0][:200]}"]
+            return outcome
+        # the kernel's folder gets the notebook as submitted: the sanitized one holds the
+        # restored test cells, hidden tests included
+        shutil.copyfile(sub.path, kernel.folder / f"{sub.chapter}.ipynb")
+        outcome.phases["sanitize"] = time.perf_counter() - began
+        done = await run_cells(notebook, kernel, self.config, self.settings.limit, cells_done)
+        outcome.phases.update(done.seconds)
+        began = time.perf_counter()
+        judge(outcome, notebook, died=done.died, over_limit=done.over_limit,
+              interrupted=done.interrupted, tampered=tampered)
+        if not done.died and not done.over_limit:
+            notebook = limit_outputs(notebook, self.config, info)
+            outcome.feedback = await asyncio.to_thread(feedback.write, notebook, outcome,
+                                                       self.out)
+        outcome.phases["feedback"] = time.perf_counter() - began
+        if self.settings.keep:
+            self.keep(outcome, notebook, kernel)
+        return outcome
+
+    def keep(self, outcome: Outcome, notebook, kernel: kernels.Kernel) -> None:
+        """The graded notebook and the kernel's log under OUT/kept/<student>/."""
+        folder = self.out / "kept" / outcome.student
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, folder / f"{outcome.chapter}.ipynb")
+        log = kernel.folder / "kernel.log"
+        lines = [f"status: {outcome.status.value}; score {outcome.score:g} of "
+                 f"{outcome.max_score:g}", *outcome.notes,
+                 "seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in outcome.phases.items()),
+                 "kernel output:", log.read_text(errors="replace") if log.exists() else ""]
+        (folder / f"{outcome.chapter}.log").write_text("\n".join(lines))
+
+
+async def _worker(run: _Run, queue: asyncio.Queue, ready: asyncio.Task | None,
+                  outcomes: list[Outcome]) -> None:
+    """Grade submissions from ``queue``: while one runs, the next kernel warms; once its cells
+    have run, the next submission starts while this one's kernel stops and its feedback is
+    written."""
+    finishing: list[asyncio.Task] = []
+    try:
+        while not queue.empty():
+            sub = queue.get_nowait()
+            waited = time.perf_counter()
+            kernel = await ready
+            waited = time.perf_counter() - waited
+            ready = run.start_kernel() if not queue.empty() else None
+            cells_done = asyncio.Event()
+            finishing.append(asyncio.ensure_future(
+                _graded(run, sub, kernel, waited, cells_done, outcomes)))
+            await asyncio.wait([finishing[-1], asyncio.ensure_future(cells_done.wait())],
+                               return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        await asyncio.gather(*finishing)
+        await _drop(ready)
+
+
+async def _graded(run: _Run, sub, kernel, waited: float, cells_done: asyncio.Event,
+                  outcomes: list[Outcome]) -> None:
+    outcome = await run.grade(sub, kernel, waited, cells_done)
+    outcomes.append(outcome)
+    if run.settings.on_done:
+        run.settings.on_done(outcome)
+
+
+async def _drop(ready: asyncio.Task | None) -> None:
+    """Stop a kernel that was warming for a submission that never came."""
+    if ready is None:
+        return
+    if not ready.done():
+        ready.cancel()
+    try:
+        await (await ready).stop()
+    except BaseException:  # noqa: BLE001 - a kernel that never came up has nothing to stop
+        pass
+
+
+async def _grade_all(run: _Run, todo: list[intake.Submission], chapters: list[str],
+                     seconds: dict[str, float]) -> list[Outcome]:
+    began = time.perf_counter()
+    workers = min(run.settings.jobs, len(todo))
+    first = [run.start_kernel() for _ in range(workers)]  # they warm while the template is made
+    try:
+        template = await asyncio.to_thread(gradebook.make_template, chapters,
+                                           run.folder / "course")
+        run.db = template
+        run.config.CourseDirectory.db_url = f"sqlite:///{template}"
+    except BaseException:
+        for task in first:
+            task.cancel()
+        await asyncio.gather(*first, return_exceptions=True)
+        raise
+    seconds["template"] = time.perf_counter() - began
+    queue: asyncio.Queue = asyncio.Queue()
+    for sub in todo:
+        queue.put_nowait(sub)
+    outcomes: list[Outcome] = []
+    await asyncio.gather(*(_worker(run, queue, task, outcomes) for task in first))
+    return outcomes
+
+
+def grade_class(submissions: Path, out: Path, settings: Settings | None = None) -> Batch:
+    """Grade every submission in ``submissions`` (this run's shard of them); write OUT."""
+    settings = settings or Settings()
+    course.use_nbgrader_environment()
+    began = time.perf_counter()
+    batch = Batch()
+    scratch.remove_stale(settings.scratch_parent)
+    folder = scratch.make_run_folder(settings.scratch_parent)
+    try:
+        batch.sandboxed = sandbox.available() if settings.sandbox is None else settings.sandbox
+        if not batch.sandboxed:
+            batch.notes.append("graded without the sandbox: student code ran with the "
+                               "grader's rights and network access")
+        gradebook.quick_scratch_gradebooks(folder)
+        found = intake.collect(submissions, folder / "intake", course.chapters(),
+                               lms=settings.lms, roster=settings.roster)
+        batch.skipped = found.skipped
+        if not found.submissions:
+            raise intake.IntakeError(f"no chapter notebooks found in {submissions}")
+        keys = shard_of(_grid(found), settings.shard)
+        by_key = {(s.student, s.chapter): s for s in found.submissions}
+        todo = [by_key[k] for k in keys if k in by_key]
+        chapters = sorted({c for _, c in keys})
+        out.mkdir(parents=True, exist_ok=True)
+        run = _Run(folder, out, settings, folder / "course" / "gradebook.db",
+                   submissions, batch.sandboxed)
+        run.max_scores = {c: max_score(nbformat.read(course.NOTEBOOKS / c / f"{c}.ipynb", 4))
+                          for c in chapters}
+        if todo:
+            batch.outcomes = asyncio.run(_grade_all(run, todo, chapters, batch.seconds))
+        batch.outcomes += [Outcome(s, c, max_score=run.max_scores.get(c, 0.0))
+                           for s, c in keys if (s, c) not in by_key]
+        batch.outcomes.sort(key=lambda o: (o.student, o.chapter))
+        _finish(batch, out, settings, run, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    batch.seconds["total"] = time.perf_counter() - began
+    return batch
+
+
+def _finish(batch: Batch, out: Path, settings: Settings, run: _Run, folder: Path) -> None:
+    """grades.csv and the notes first; then the instructor's gradebook, which may refuse."""
+    began = time.perf_counter()
+    k, n = settings.shard
+    gradebook.write_sheets(out, batch.outcomes, batch.notes, shard=f"{k}/{n}")
+    if n == 1 and any(o.cells for o in batch.outcomes):
+        try:
+            gradebook.record(batch.outcomes, settings.db, run.db, folder)
+        except gradebook.GradebookNotUpdated as exc:
+            batch.gradebook_error = str(exc)
+    batch.seconds["bookkeeping"] = time.perf_counter() - began

@@ -1,0 +1,105 @@
+"""One submission on the trusted side: nbgrader's sanitizing preprocessors, then every cell sent
+to a warm kernel (which alone is sandboxed), then nbgrader's output limits. The notebook that
+comes back is the one the grader's client received: the student's code never writes it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from nbclient.exceptions import DeadKernelError
+from nbgrader.preprocessors import (
+    CheckCellMetadata,
+    ClearOutput,
+    DeduplicateIds,
+    Execute,
+    LimitOutput,
+    OverwriteCells,
+    OverwriteKernelspec,
+)
+from nbgrader.utils import is_grade
+
+from .kernels import Kernel
+
+
+def resources(chapter: str, student: str, db_url: str) -> dict:
+    """What nbgrader's preprocessors read about the notebook they work on."""
+    return {"nbgrader": {"notebook": chapter, "assignment": chapter, "student": student,
+                         "db_url": db_url}}
+
+
+def sanitize(notebook, config, info: dict):
+    """nbgrader autograde's first pass: clear outputs, restore test and locked cells (and add
+    missing ones) from the gradebook, set the course's kernel."""
+    config.OverwriteCells.add_missing_cells = True
+    for step in (ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells,
+                 CheckCellMetadata):
+        notebook, info = step(config=config).preprocess(notebook, info)
+    return notebook
+
+
+def limit_outputs(notebook, config, info: dict):
+    """nbgrader autograde's output limits (lines per output, traceback length)."""
+    for step in (LimitOutput, CheckCellMetadata):
+        notebook, info = step(config=config).preprocess(notebook, info)
+    return notebook
+
+
+class _Client(Execute):
+    """nbgrader's Execute (an error output for a cell that timed out, errors allowed), on a
+    kernel started elsewhere; it remembers which cells it interrupted at the cell limit."""
+
+    interrupted: set[int]
+    current: int = -1
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        self.interrupted.add(self.current)
+        return await super()._async_handle_timeout(timeout, cell)
+
+
+@dataclass
+class Execution:
+    """How running the cells ended, as the trusted side saw it."""
+
+    died: bool = False
+    over_limit: bool = False
+    interrupted: set[int] = field(default_factory=set)
+    seconds: dict[str, float] = field(
+        default_factory=lambda: {"cells": 0.0, "tests": 0.0, "kernel stop": 0.0})
+
+
+async def run_cells(notebook, kernel: Kernel, config, limit: float,
+                    cells_done: asyncio.Event | None = None) -> Execution:
+    """Execute every code cell of ``notebook`` in place on ``kernel``, within ``limit``
+    seconds in all; then stop the kernel, and every process the student's code started.
+    ``cells_done`` is set when the last cell has run, before the kernel is stopped."""
+    client = _Client(km=kernel.km, config=config)
+    client.nb, client.kc, client.owns_km = notebook, kernel.kc, False
+    client.interrupted = set()
+    client.reset_execution_trackers()
+    done = Execution(interrupted=client.interrupted)
+
+    async def every_cell() -> None:
+        reply = await client.async_wait_for_reply(client.kc.kernel_info())
+        notebook.metadata["language_info"] = reply["content"]["language_info"]
+        for index, cell in enumerate(notebook.cells):
+            if cell.cell_type != "code":
+                continue
+            began, client.current = time.perf_counter(), index
+            await client.async_execute_cell(cell, index, store_history=True)
+            done.seconds["tests" if is_grade(cell) else "cells"] += time.perf_counter() - began
+
+    try:
+        await asyncio.wait_for(every_cell(), timeout=limit)
+    except DeadKernelError:
+        done.died = True
+    except asyncio.TimeoutError:
+        done.over_limit = True
+    finally:
+        if cells_done is not None:
+            cells_done.set()
+        began = time.perf_counter()
+        await kernel.stop()
+        done.seconds["kernel stop"] = time.perf_counter() - began
+    return done

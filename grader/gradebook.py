@@ -1,0 +1,174 @@
+"""The gradebooks: the course template's (made once per run, in process) and the instructor's
+(grader/gradebook.db), which receives a batch's scores after grades.csv and the feedback are
+written, so that a gradebook that cannot take them costs no grading."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+from . import course
+from .score import Outcome, Status
+
+COLUMNS = ["student", "chapter", "score", "max_score", "status"]
+
+_scratch_roots: list[str] = []
+
+
+def quick_scratch_gradebooks(scratch: Path) -> None:
+    """Make gradebooks under ``scratch`` cheap to create: nbgrader starts a new Python
+    (``alembic heads``) to learn a constant every time it creates one, and SQLite waits for the
+    disk on every commit, which a throwaway gradebook does not need. The instructor's gradebook
+    keeps both."""
+    import nbgrader.api
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    if not _scratch_roots:
+        head = _alembic_head()
+        if head:
+            nbgrader.api.get_alembic_version = lambda: head
+
+        @event.listens_for(Engine, "connect")
+        def _no_sync(connection, _record) -> None:
+            path = _database_path(connection)
+            if path and any(path.startswith(root) for root in _scratch_roots):
+                connection.execute("PRAGMA synchronous = OFF")
+    _scratch_roots.append(str(scratch))
+
+
+def _database_path(connection) -> str:
+    try:
+        return connection.execute("PRAGMA database_list").fetchone()[2] or ""
+    except Exception:  # noqa: BLE001 - not SQLite
+        return ""
+
+
+def _alembic_head() -> str | None:
+    """The gradebook schema's version, asked of alembic in this process."""
+    try:
+        from alembic.config import Config
+        from alembic.script import ScriptDirectory
+        from nbgrader import alembic as scripts
+
+        config = Config()
+        config.set_main_option("script_location", str(Path(scripts.__file__).parent))
+        return ScriptDirectory.from_config(config).get_current_head()
+    except Exception:  # noqa: BLE001 - nbgrader then asks alembic its own way
+        return None
+
+
+def make_template(chapters: list[str], folder: Path) -> Path:
+    """A gradebook that knows ``chapters`` (their test cells, the source of every locked cell),
+    made by nbgrader's generate_assignment in this process; return its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / "gradebook.db"
+    course.generate(chapters, db=db, release=folder / "release")
+    return db
+
+
+class GradebookNotUpdated(RuntimeError):
+    """The instructor's gradebook could not take the batch (grades.csv is written)."""
+
+
+def _shape(gb, chapter: str) -> tuple | None:
+    from nbgrader.api import MissingEntry
+
+    try:
+        notebook = gb.find_notebook(chapter, chapter)
+    except MissingEntry:
+        return None
+    return (sorted((c.name, c.max_score) for c in notebook.grade_cells),
+            sorted(c.name for c in notebook.solution_cells),
+            sorted((c.name, c.checksum) for c in notebook.source_cells))
+
+
+def _learn_chapters(db: Path, template: Path, chapters: list[str], scratch: Path) -> None:
+    """Make the instructor's gradebook know each chapter as the template does."""
+    from nbgrader.api import Gradebook
+
+    if not db.exists():  # the template knows every chapter already: start from a copy
+        shutil.copyfile(template, db)
+        return
+    with Gradebook(f"sqlite:///{template}") as theirs, Gradebook(f"sqlite:///{db}") as ours:
+        stale = [c for c in chapters if _shape(ours, c) != _shape(theirs, c)]
+    if stale:
+        try:
+            course.generate(stale, db=db, release=scratch / "release-for-gradebook")
+        except RuntimeError as exc:
+            raise GradebookNotUpdated(
+                f"The gradebook {db} was not updated: it holds submissions of "
+                f"{', '.join(stale)} graded with other test cells than the chapter has now "
+                f"({str(exc).strip().splitlines()[-1]}). grades.csv and the feedback are "
+                "written. To record this batch, move the gradebook aside (or remove those "
+                "chapters' submissions from it with `nbgrader db assignment remove`), then run "
+                "`.venv/bin/python -m grader merge OUT` to record OUT/results.json without "
+                "grading again.") from exc
+
+
+def record(outcomes: list[Outcome], db: Path, template: Path, scratch: Path) -> None:
+    """Write every graded submission's cell scores into the instructor's gradebook."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    chapters = sorted({o.chapter for o in outcomes})
+    _learn_chapters(db, template, chapters, scratch)
+    with Gradebook(f"sqlite:///{db}") as gb, warnings.catch_warnings():
+        # nbgrader's own add_submission trips a harmless SQLAlchemy autoflush warning
+        warnings.simplefilter("ignore")
+        for outcome in outcomes:
+            if not outcome.cells:
+                continue
+            gb.update_or_create_student(outcome.student)
+            try:
+                gb.remove_submission(outcome.chapter, outcome.student)
+            except MissingEntry:
+                pass
+            gb.add_submission(outcome.chapter, outcome.student)
+            for grade_id, score in outcome.cells.items():
+                grade = gb.find_grade(grade_id, outcome.chapter, outcome.chapter,
+                                      outcome.student)
+                grade.auto_score = score
+                grade.needs_manual_grade = score is None
+            gb.db.commit()
+
+
+def write_sheets(out: Path, outcomes: list[Outcome], batch_notes: list[str],
+                 shard: str = "1/1") -> None:
+    """``grades.csv`` (the columns instructors' scripts read), ``notes.json`` (what was tampered
+    with, which cell hung, how the batch ran) and ``results.json`` (everything, for ``merge``
+    and for recording in a gradebook later)."""
+    out.mkdir(parents=True, exist_ok=True)
+    outcomes = sorted(outcomes, key=lambda o: (o.student, o.chapter))
+    with open(out / "grades.csv", "w", newline="") as sheet:
+        writer = csv.DictWriter(sheet, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(o.row() for o in outcomes)
+    notes = {f"{o.student}/{o.chapter}": o.notes for o in outcomes if o.notes}
+    if batch_notes:
+        notes["batch"] = batch_notes
+    (out / "notes.json").write_text(json.dumps(notes, indent=1))
+    results = {"shard": shard, "notes": batch_notes,
+               "outcomes": [_as_json(o) for o in outcomes]}
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+
+
+def _as_json(outcome: Outcome) -> dict:
+    data = dataclasses.asdict(outcome)
+    data["status"] = outcome.status.value
+    data["feedback"] = str(outcome.feedback) if outcome.feedback else None
+    return data
+
+
+def read_results(folder: Path) -> tuple[str, list[str], list[Outcome]]:
+    """The shard, batch notes and outcomes a grading run wrote in ``folder``."""
+    results = json.loads((folder / "results.json").read_text())
+    outcomes = []
+    for data in results["outcomes"]:
+        data["status"] = Status(data["status"])
+        data["feedback"] = Path(data["feedback"]) if data["feedback"] else None
+        outcomes.append(Outcome(**data))
+    return results["shard"], results["notes"], outcomes

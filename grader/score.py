@@ -1,0 +1,97 @@
+"""Where a grade is computed: one submission's score and status, from the executed notebook as
+the grader received it (never from a file the student's code could write)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nbgrader.utils import determine_grade, is_grade
+
+
+class Status(str, enum.Enum):
+    """What happened to a submission, as grades.csv writes it.
+
+    graded: every cell ran; timed out: a cell or a rank hung (interrupted at --cell-timeout, or
+    commlab's CollectiveTimeout), or the submission passed --limit; kernel died: the kernel
+    ended before the last cell (scored 0); tests tampered with: test cells were edited, deleted
+    or duplicated (restored from the source, and graded on them); missing: no readable notebook.
+    """
+
+    GRADED = "graded"
+    TIMED_OUT = "timed out"
+    KERNEL_DIED = "kernel died"
+    TAMPERED = "tests tampered with"
+    MISSING = "missing"
+
+
+@dataclass
+class Outcome:
+    """One row of grades.csv, with what the instructor's gradebook and the notes need."""
+
+    student: str
+    chapter: str
+    score: float = 0.0
+    max_score: float = 0.0
+    status: Status = Status.MISSING
+    notes: list[str] = field(default_factory=list)
+    cells: dict[str, float | None] = field(default_factory=dict)  # grade_id -> auto score
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase
+    feedback: Path | None = None
+
+    def row(self) -> dict[str, str]:
+        return {"student": self.student, "chapter": self.chapter, "score": f"{self.score:g}",
+                "max_score": f"{self.max_score:g}", "status": self.status.value}
+
+
+def max_score(notebook) -> float:
+    """The points of a notebook's graded cells."""
+    return sum(float(c["metadata"]["nbgrader"].get("points", 0)) for c in notebook.cells
+               if is_grade(c))
+
+
+def cell_scores(notebook) -> dict[str, float | None]:
+    """Each graded cell's automatic score (nbgrader's own rule: an error or anything on stderr
+    is 0, else the points; None when a person must grade it)."""
+    return {c["metadata"]["nbgrader"]["grade_id"]: determine_grade(c)[0]
+            for c in notebook.cells if is_grade(c)}
+
+
+def hung_cells(notebook, interrupted: set[int]) -> list[str]:
+    """The first line of each cell that was interrupted at the cell limit, or in which commlab
+    reported a collective that never completed."""
+    hung = []
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code":
+            continue
+        errors = " ".join(f"{o.get('ename')} {o.get('evalue')}" for o in cell.get("outputs", [])
+                          if o.get("output_type") == "error")
+        # commlab.checks reports a hang as an AssertionError that names CollectiveTimeout
+        if index in interrupted or "CollectiveTimeout" in errors or "CellTimeoutError" in errors:
+            hung.append(cell.source.strip().splitlines()[0][:60] if cell.source.strip() else "")
+    return hung
+
+
+def judge(outcome: Outcome, notebook, *, died: bool, over_limit: bool,
+          interrupted: set[int], tampered: list[str]) -> Outcome:
+    """Fill ``outcome`` from the executed ``notebook`` and how its execution ended."""
+    outcome.notes += tampered
+    outcome.cells = cell_scores(notebook)
+    # cells that never ran (the kernel died, or the limit came) have no error output, which
+    # nbgrader would count as a pass: such a submission scores 0, as nbgrader drops it
+    if died or over_limit:
+        outcome.cells = dict.fromkeys(outcome.cells, 0.0)
+    outcome.score = sum(s or 0.0 for s in outcome.cells.values())
+    hung = hung_cells(notebook, interrupted)
+    outcome.notes += [f"timed out in the cell starting {line!r}" for line in hung]
+    if over_limit:
+        outcome.notes.append("the whole submission passed --limit")
+        outcome.status = Status.TIMED_OUT
+    elif died:
+        outcome.status = Status.KERNEL_DIED
+    elif hung:
+        outcome.status = Status.TIMED_OUT
+    else:
+        outcome.status = Status.TAMPERED if tampered else Status.GRADED
+    return outcome

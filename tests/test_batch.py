@@ -1,0 +1,158 @@
+"""A batch as a whole: its slices for several machines and their merge, a killed run cleaned up
+by the next, a gradebook that refuses the scores, a batch without the sandbox, --jobs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+from nbgrader.api import Gradebook
+
+from grader import batch, cli, scratch
+from support.class_factory import CHAPTER, correct, release, write
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def short_root():
+    """A scratch root of its own with a short path: the kernels' sockets live in it."""
+    root = Path(tempfile.mkdtemp(prefix="grading-test-"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _rows(out: Path) -> dict[str, dict[str, str]]:
+    with open(out / "grades.csv") as sheet:
+        return {row["student"]: row for row in csv.DictReader(sheet)}
+
+
+def test_shards_cover_the_class_once():
+    keys = [(f"s{i}", c) for i in range(7) for c in ("00_a", "01_b", "02_c")]
+    slices = [batch.shard_of(keys, (k, 4)) for k in range(1, 5)]
+    assert sorted(k for part in slices for k in part) == sorted(keys)
+    assert max(map(len, slices)) - min(map(len, slices)) <= 1
+
+
+def test_shard_must_name_one_of_n_slices():
+    with pytest.raises(ValueError):
+        batch.shard_of([("s", "c")], (3, 2))
+
+
+def test_default_jobs_is_what_the_bench_found_fastest(tmp_path):
+    (tmp_path / "grader-jobs").write_text("3\n")
+    assert cli.default_jobs(tmp_path / "grader-jobs") == 3
+
+
+def test_default_jobs_without_a_bench_is_one_per_two_cores(tmp_path):
+    assert cli.default_jobs(tmp_path / "absent") == max(1, (os.cpu_count() or 2) // 2)
+
+
+@pytest.mark.slow
+def test_shards_merged_give_one_grades_csv_and_gradebook(tmp_path, short_root):
+    for student, nb in (("ann", correct()), ("ben", release()), ("cat", correct())):
+        write(tmp_path / "class", student, nb)
+    parts = []
+    for k in (1, 2):
+        settings = batch.Settings(jobs=1, shard=(k, 2), db=tmp_path / "unused.db",
+                                  scratch_parent=short_root)
+        batch.grade_class(tmp_path / "class", tmp_path / f"part{k}", settings)
+        parts.append(tmp_path / f"part{k}")
+    assert not (tmp_path / "unused.db").exists()  # shards leave the gradebook to merge
+    db = tmp_path / "gradebook.db"
+    assert cli.main(["merge", str(tmp_path / "out"), *map(str, parts),
+                     "--gradebook", str(db)]) == 0
+    rows = _rows(tmp_path / "out")
+    assert {s: r["score"] for s, r in rows.items()} == {"ann": "2", "ben": "0", "cat": "2"}
+    with Gradebook(f"sqlite:///{db}") as gb:
+        assert gb.find_submission(CHAPTER, "cat").score == 2.0
+    assert (tmp_path / "out" / "feedback" / "ben" / f"{CHAPTER}.html").exists()
+
+
+def _run_folders(root: Path) -> list[Path]:
+    return sorted(root.glob(f"{scratch.PREFIX}*"))
+
+
+def _processes_mentioning(text: str) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["cmdline"])
+            if text in " ".join(p.info["cmdline"] or [])]
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_batch_is_cleaned_up_by_the_next(tmp_path, short_root, capsys):
+    write(tmp_path / "slow", "loops", _looping())
+    root = short_root
+    killed = subprocess.Popen(
+        [sys.executable, "-m", "grader", "grade", str(tmp_path / "slow"), str(tmp_path / "o1"),
+         "--jobs", "1", "--cell-timeout", "60", "--gradebook", str(tmp_path / "g1.db")],
+        cwd=ROOT, env=dict(os.environ, TMPDIR=str(root)), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while not list(root.glob(f"{scratch.PREFIX}*/k1/{CHAPTER}.ipynb")):
+        assert killed.poll() is None and time.monotonic() < deadline, "grading never started"
+        time.sleep(0.5)
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait()
+    [left] = _run_folders(root)
+    time.sleep(2)  # the kernel dies with its parent (SIGKILL on the parent's death)
+    assert _processes_mentioning(left.name) == []
+    write(tmp_path / "class", "ann", correct())
+    settings = batch.Settings(jobs=1, db=tmp_path / "g2.db", scratch_parent=root)
+    batch.grade_class(tmp_path / "class", tmp_path / "o2", settings)
+    assert f"removed {left}" in capsys.readouterr().err
+    assert _run_folders(root) == []
+    assert _rows(tmp_path / "o2")["ann"]["score"] == "2"
+
+
+def _looping():
+    nb = correct()
+    nb.cells.insert(4, nbformat.v4.new_code_cell("while True:\n    pass"))
+    return nb
+
+
+@pytest.fixture(scope="module")
+def unsandboxed_into_an_older_gradebook(tmp_path_factory):
+    """One submission graded without the sandbox, into a gradebook that holds chapter 00
+    graded with other test cells than it has now."""
+    folder = tmp_path_factory.mktemp("changed")
+    db = folder / "gradebook.db"
+    with Gradebook(f"sqlite:///{db}") as gb:
+        gb.add_assignment(CHAPTER)
+        gb.add_notebook(CHAPTER, CHAPTER)
+        gb.add_grade_cell("an-old-test", CHAPTER, CHAPTER, max_score=1, cell_type="code")
+        gb.add_student("someone")
+        gb.add_submission(CHAPTER, "someone")
+    write(folder / "class", "ann", correct())
+    root = Path(tempfile.mkdtemp(prefix="grading-test-"))
+    settings = batch.Settings(jobs=1, sandbox=False, db=db, scratch_parent=root)
+    result = batch.grade_class(folder / "class", folder / "out", settings)
+    root.rmdir()
+    return result, folder / "out"
+
+
+@pytest.mark.slow
+def test_a_gradebook_that_refuses_keeps_the_grades_and_says_what_to_do(
+        unsandboxed_into_an_older_gradebook):
+    result, out = unsandboxed_into_an_older_gradebook
+    assert _rows(out)["ann"]["score"] == "2"
+    assert (out / "feedback" / "ann" / f"{CHAPTER}.html").exists()
+    assert "python -m grader merge" in result.gradebook_error
+    assert json.loads((out / "results.json").read_text())["outcomes"][0]["score"] == 2.0
+
+
+@pytest.mark.slow
+def test_a_batch_without_the_sandbox_says_so_in_the_notes(unsandboxed_into_an_older_gradebook):
+    _, out = unsandboxed_into_an_older_gradebook
+    notes = json.loads((out / "notes.json").read_text())
+    assert "without the sandbox" in " ".join(notes["batch"])

@@ -1,0 +1,51 @@
+"""The namespaces around a student's kernel: what a process inside them sees and can do."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import sandbox
+from grader.course import ROOT
+
+pytestmark = pytest.mark.skipif(not sandbox.available(),
+                                reason="this machine does not allow user namespaces")
+
+
+def _inside(tmp_path: Path, code: str) -> subprocess.CompletedProcess:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    hidden = sandbox.hidden_paths([tmp_path / "out"])
+    command = sandbox.kernel_command([sys.executable, "-c", code], work, hidden)
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+def test_the_course_folder_shows_only_python_and_commlab(tmp_path):
+    done = _inside(tmp_path, f"import os; print(sorted(os.listdir({str(ROOT)!r})))")
+    assert done.stdout.split("\n")[0] == str(sorted(
+        p.name for p in (ROOT / ".venv", ROOT / "helpers"))), done.stderr
+
+
+def test_python_and_commlab_are_read_only(tmp_path):
+    done = _inside(tmp_path, f"open({str(ROOT / 'helpers' / 'x')!r}, 'w')")
+    assert "Read-only file system" in done.stderr
+
+
+def test_the_kernel_folder_is_writable_and_seen_outside(tmp_path):
+    done = _inside(tmp_path, "open('note', 'w').write('hi')")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "work" / "note").read_text() == "hi"
+
+
+def test_other_temporary_folders_are_empty(tmp_path):
+    (tmp_path / "secret").write_text("x")
+    done = _inside(tmp_path, f"import os; print(os.path.exists({str(tmp_path / 'secret')!r}))")
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_only_loopback_is_up(tmp_path):
+    done = _inside(tmp_path, "import socket; print(socket.if_nameindex())")
+    assert "'lo'" in done.stdout and "eth" not in done.stdout, done.stderr
