@@ -94,7 +94,7 @@ async def run_cells(notebook, kernel: Kernel, config, limit: float,
         await asyncio.wait_for(every_cell(), timeout=limit)
     except DeadKernelError:
         done.died = True
-    except asyncio.TimeoutError:
+    except TimeoutError:
         done.over_limit = True
     finally:
         if cells_done is not None:

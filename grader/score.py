@@ -10,7 +10,7 @@ from pathlib import Path
 from nbgrader.utils import determine_grade, is_grade
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     """What happened to a submission, as grades.csv writes it.
 
     graded: every cell ran; timed out: a cell or a rank hung (interrupted at --cell-timeout, or
