@@ -278,3 +278,16 @@ def test_a_shortcut_fails_the_test_cell_saying_what_the_exercise_wants(kernel, c
     for word in words:
         assert word in message
     assert "too many" not in message and "times as many as needed" not in message
+
+
+@pytest.mark.parametrize("name", checks.names_of("reduce_scatter_tensor"))
+def test_zero2_step_passes_with_each_of_torchs_names_for_reduce_scatter(kernel, name):
+    answer = f'''
+def zero2_step(param_shard, grad, lr):
+    grad_shard = torch.empty_like(param_shard)
+    dist.{name}(grad_shard, grad.contiguous(), op=dist.ReduceOp.SUM)
+    return param_shard - lr * grad_shard / dist.get_world_size()
+'''
+    assert kernel.execute(SETUP + answer).status == "ok"
+    run = kernel.execute(_test_cell("07_reduce_scatter", "07-zero2-step-test"))
+    assert run.status == "ok", run.error and run.error["evalue"]
