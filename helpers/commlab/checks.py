@@ -295,14 +295,21 @@ def _failure_words(case: Case, number: int, err: CommlabError) -> str:
             f"{_context(None, case.context)}.\n{type(err).__name__}: {text}")
 
 
+def _names(case: Case, text: str) -> bool:
+    """Whether a message already names the case: its world size and every parameter."""
+    return (f"world_size={case.world_size}" in text or f"{case.world_size} ranks" in text) and all(
+        f"{key}={value!r}" in text for key, value in case.context.items())
+
+
 def _check_case(check: Callable[..., Any], result: CaseResult, case: Case) -> None:
     """Run the cell's check on one case; any failure in it names the case."""
     try:
         check(result, *case.args, **case.context)
-    except CheckFailed:
-        raise
     except AssertionError as err:
-        raise CheckFailed(_hide_hidden_lines(f"In the case ({case.label}): {err}")) from None
+        text = str(err)
+        if not _names(case, text):
+            text = f"In the case ({case.label}): {text}"
+        raise CheckFailed(_hide_hidden_lines(text)) from None
     except Exception as err:  # noqa: BLE001 - e.g. a return value of an unexpected kind
         raise CheckFailed(_hide_hidden_lines(
             f"Checking the case ({case.label}) failed: {type(err).__name__}: {err}. Check "
