@@ -1,25 +1,40 @@
 """Checks for the chapters' test cells: every failure tells the student what was expected, on
-which rank, with which world size, and never shows a hidden test's source.
+which rank, in which case (world size, root, dtype, ...), and never shows a hidden test's source.
 
-A test cell runs the student's function through :func:`run` (which turns any rank failure or hang
-into an ``AssertionError`` within :data:`GRADING_TIMEOUT`) and then states what it expects:
+(Over 400 lines: it is the test cells' one API, and running cases and wording failures go together.)
 
-    result = checks.run(case, 3, args=(2,), src=2)
-    checks.expect_per_rank(result, [expected] * 3, what="the tensor after my_broadcast", src=2)
-    checks.expect_not_used(result, "broadcast", src=2)
+A test cell states what every case must satisfy, then runs its cases; the cases of one world size
+share one launch, so a cell with twenty hidden cases costs three launches, not twenty:
 
-Keyword arguments such as ``src=2`` are context: they are printed in failure messages.
+    def check_my_broadcast(result, src, shape, dtype):
+        expected = checks.rank_tensor(src, shape, dtype)
+        checks.expect_per_rank(result, [expected] * result.world_size,
+                               what="the tensor after my_broadcast")
+        checks.expect_not_used(result, "broadcast")
+
+    checks.check_cases(broadcast_case, [checks.Case(3, src=2, shape=(4,), dtype=torch.float32)],
+                       check_my_broadcast)
+
+A case's keyword arguments (``src=2``) go to the case function and to the check, and name the
+case in every failure message. :func:`run` runs one case on its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import linecache
 import math
-from collections.abc import Callable
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable
+from datetime import timedelta
 from typing import Any
 
 import torch
 
-from .errors import CommlabError
+from . import trace as tracing
+from .errors import CollectiveTimeout, CommlabError
 from .launch import run as _run
 from .result import RunResult
 
@@ -27,30 +42,304 @@ from .result import RunResult
 # failure ends the test cell, a cell never waits twice.
 GRADING_TIMEOUT = 8.0
 
+# torch's names for one operation (torch 2.13 renames the flat all-gather and reduce-scatter, and
+# its deprecation warnings tell students to use the new names): a check that expects or forbids
+# one of them means all of them.
+ALIASES: tuple[tuple[str, ...], ...] = (
+    ("all_gather_into_tensor", "all_gather_single", "_all_gather_base"),
+    ("reduce_scatter_tensor", "reduce_scatter_single", "_reduce_scatter_base"),
+)
+
+
+def names_of(op: str) -> tuple[str, ...]:
+    """``op`` and every other name torch has for it, ``op`` first."""
+    for names in ALIASES:
+        if op in names:
+            return (op, *(name for name in names if name != op))
+    return (op,)
+
+
+class CheckFailed(AssertionError):
+    """A test cell's expectation was not met; the message names the case it failed in."""
+
+
+# --- cases ---------------------------------------------------------------------------------------
+
+class Case:
+    """One test case: ``world_size`` ranks run ``fn(rank, world_size, *args, **context)``.
+
+    ``context`` (``src=2, dtype=torch.int64``) also goes to the check and names the case in
+    failure messages; ``args`` are inputs too big or too dull to name (tensors, models).
+    """
+
+    def __init__(self, world_size: int, *, args: tuple = (), **context: Any):
+        self.world_size, self.args, self.context = world_size, tuple(args), context
+
+    @property
+    def label(self) -> str:
+        """``world_size=3, src=2, dtype=torch.int64``: how failure messages name the case."""
+        return _words(self.world_size, self.context)
+
+    def __repr__(self) -> str:
+        return f"Case({self.label})"
+
+
+@dataclasses.dataclass
+class CaseResult(RunResult):
+    """What one case did: ``returns``, ``stdout`` and ``trace`` are that case's only (call
+    indices count from the case's first call), ``stderr`` and ``warnings`` those of its whole
+    launch. ``context`` names the case; every ``expect_*`` check puts it in its messages."""
+
+    context: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _words(world_size: int | None, context: dict[str, Any]) -> str:
+    parts = [f"world_size={world_size}"] if world_size is not None else []
+    return ", ".join(parts + [f"{key}={value!r}" for key, value in context.items()])
+
 
 def _context(world_size: int | None, context: dict[str, Any]) -> str:
-    parts = [f"world_size={world_size}"] if world_size is not None else []
-    parts += [f"{key}={value!r}" for key, value in context.items()]
-    return f" ({', '.join(parts)})" if parts else ""
+    words = _words(world_size, context)
+    return f" ({words})" if words else ""
+
+
+def _case_context(result: RunResult, context: dict[str, Any]) -> dict[str, Any]:
+    return {**getattr(result, "context", {}), **context}
+
+
+def check_cases(fn: Callable[..., Any], cases: Iterable[Case], check: Callable[..., Any], *,
+                timeout: float = GRADING_TIMEOUT, init_process_group: bool = True,
+                backend: str = "gloo") -> None:
+    """Run every case (see :func:`run_cases`), then ``check(result, *args, **context)`` each
+    case in order; a failure in a check names its case."""
+    cases = list(cases)
+    results = run_cases(fn, cases, timeout=timeout, init_process_group=init_process_group,
+                        backend=backend)
+    for case, result in zip(cases, results):
+        _check_case(check, result, case)
+
+
+def run_cases(fn: Callable[..., Any], cases: Iterable[Case], *,
+              timeout: float = GRADING_TIMEOUT, init_process_group: bool = True,
+              backend: str = "gloo") -> list[CaseResult]:
+    """Run every case, the cases of one world size in one launch; return their results.
+
+    A case that raises, dies or hangs fails the test with that case's world size and context
+    (each rank marks the case it starts, so a hang names the case it was in). Grading runs on
+    gloo by default, so that a class is graded the same on every machine.
+    """
+    cases = list(cases)
+    by_size: dict[int, list[int]] = {}
+    for number, case in enumerate(cases):
+        by_size.setdefault(case.world_size, []).append(number)
+    results: dict[int, CaseResult] = {}
+    for world_size, numbers in by_size.items():
+        batch = [(n, cases[n].args, cases[n].context) for n in numbers]
+        try:
+            launch = _run(_run_batch, world_size, args=(fn, batch), timeout=timeout,
+                          init_process_group=init_process_group, backend=backend)
+        except CommlabError as err:
+            number = _failed_case(err, numbers)
+            raise CheckFailed(_hide_hidden_lines(
+                _failure_words(cases[number], number, err))) from None
+        results.update(_split(launch, cases))
+    return [results[n] for n in range(len(cases))]
 
 
 def run(fn: Callable[..., Any], world_size: int, *, args: tuple = (),
         timeout: float = GRADING_TIMEOUT, init_process_group: bool = True,
-        backend: str = "gloo", **context: Any) -> RunResult:
-    """``commlab.run`` for test cells: a rank that raises, dies or hangs fails the test with the
-    world size and ``context`` in the message.
+        backend: str = "gloo", **context: Any) -> CaseResult:
+    """``commlab.run`` for one test case: a rank that raises, dies or hangs fails the test with
+    the world size and ``context`` in the message; ``fn`` gets ``args`` only."""
+    return run_cases(lambda rank, world_size, *a, **_: fn(rank, world_size, *a),
+                     [Case(world_size, args=args, **context)], timeout=timeout,
+                     init_process_group=init_process_group, backend=backend)[0]
 
-    Grading runs on gloo by default, so that a class is graded the same on every machine, with
-    or without GPUs.
-    """
+
+# Written into a rank's stdout before each case: the launcher keeps what ranks print, even from
+# a rank stopped in a hang, so the marks say which case each rank was in, and cut its output.
+_MARK = re.compile(r"\x1fcase (\d+)\x1f")
+
+
+def _run_batch(rank: int, world_size: int, fn: Callable[..., Any],
+               batch: list[tuple[int, tuple, dict[str, Any]]]) -> list[tuple[int, Any, int, int]]:
+    """On a rank: run the cases one after another; each case's value, and where its calls are
+    in the rank's trace."""
+    recorder = tracing.current()
+    store = _case_store(world_size)
+    done = []
+    for position, (number, args, context) in enumerate(batch):
+        sys.stdout.write(f"\x1fcase {number}\x1f")
+        sys.stdout.flush()
+        if position and store is not None:
+            _wait_for_every_rank(store, number, world_size)
+        if recorder is not None:
+            recorder.restart_numbering()
+        first = len(recorder.calls) if recorder is not None else 0
+        value = _copied(fn(rank, world_size, *args, **context))
+        done.append((number, value, first, len(recorder.calls) if recorder is not None else 0))
+    return done
+
+
+def _case_store(world_size: int) -> Any:
+    """A client of the launch's rendezvous store (None outside a launch)."""
+    import torch.distributed as dist
+
+    if world_size == 1 or "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
+        return None
+    return dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                         is_master=False, timeout=timedelta(hours=1), wait_for_workers=False)
+
+
+def _wait_for_every_rank(store: Any, number: int, world_size: int) -> None:
+    """Start case ``number`` once every rank finished the one before, through the store rather
+    than a collective: then a collective one rank skips in a case can never meet another rank's
+    collective of the next case, and a hang stays in the case that caused it."""
+    if store.add(f"commlab-checks/arrived/{number}", 1) == world_size:
+        store.set(f"commlab-checks/start/{number}", b"1")
+    store.wait([f"commlab-checks/start/{number}"])
+
+
+def _copied(value: Any) -> Any:
+    """``value`` with its tensors copied: a later case must not change an earlier one's return."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_copied(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    return value
+
+
+def _split(launch: RunResult, cases: list[Case]) -> dict[int, CaseResult]:
+    """One launch's result cut into its cases'."""
+    per_case: dict[int, dict[str, list]] = {}
+    for rank in range(launch.world_size):
+        outputs = _outputs_by_case(launch.stdout[rank])
+        for number, value, first, last in launch.returns[rank]:
+            parts = per_case.setdefault(number, {"returns": [], "stdout": [], "trace": []})
+            parts["returns"].append(value)
+            parts["stdout"].append(outputs.get(number, ""))
+            parts["trace"].append(_renumbered(launch.trace[rank][first:last]))
+    return {number: CaseResult(launch.world_size, launch.backend, parts["returns"],
+                               parts["stdout"], list(launch.stderr), parts["trace"],
+                               list(launch.warnings), context=cases[number].context)
+            for number, parts in per_case.items()}
+
+
+def _outputs_by_case(stdout: str) -> dict[int, str]:
+    pieces = _MARK.split(stdout)  # [before, number, output, number, output, ...]
+    return {int(pieces[i]): pieces[i + 1] for i in range(1, len(pieces) - 1, 2)}
+
+
+def _renumbered(calls: list[tracing.Call]) -> list[tracing.Call]:
+    """The calls as a launch of this case alone would number them."""
+    counts: dict[str, int] = {}
+    out = []
+    for seq, call in enumerate(calls):
+        counts[call.op] = counts.get(call.op, 0) + 1
+        out.append(dataclasses.replace(call, seq=seq, index=counts[call.op]))
+    return out
+
+
+def _cases_started(err: CommlabError) -> dict[int, int]:
+    """rank -> the last case it had started when the launch failed."""
+    result = getattr(err, "result", None)
+    if result is None:
+        return {}
+    return {rank: int(found[-1]) for rank, out in enumerate(result.stdout)
+            if (found := _MARK.findall(out))}
+
+
+def _failed_case(err: CommlabError, numbers: list[int]) -> int:
+    """The case the failure happened in: the earliest case a failing rank (or, in a hang, any
+    rank) had started."""
+    started = _cases_started(err)
+    ranks = list(getattr(err, "failures", {})) or list(started)
+    cases = [started[rank] for rank in ranks if rank in started]
+    return min(cases) if cases else numbers[0]
+
+
+# How a launch's message words a rank that was outside any call: a rank already waiting for the
+# next case had finished the failed one.
+_OUTSIDE = re.compile(r"(ranks? [\d, -]+?) ((?:is|are) still|stopped) running its own code, "
+                      r"outside any collective(?: \(its last call: [^)]*\))?")
+
+
+# What is left of a launch's "What the ranks printed" once the marks are gone, if nothing else.
+_NOTHING_PRINTED = re.compile(r"\n\nWhat the ranks printed:\n(?:── rank \d+ ──\s*)+$")
+
+
+def _rank_numbers(words: str) -> set[int]:
+    ranks: set[int] = set()
+    for part in words.split(" ", 1)[1].split(", "):
+        low, _, high = part.partition("-")
+        ranks.update(range(int(low), int(high or low) + 1))
+    return ranks
+
+
+def _failure_words(case: Case, number: int, err: CommlabError) -> str:
+    started = _cases_started(err)
+    ahead = {rank for rank, n in started.items() if n > number}
+
+    def reword(match: re.Match) -> str:
+        if _rank_numbers(match.group(1)) <= ahead:
+            return f"{match.group(1)} had finished this case"
+        return match.group(0)
+
+    text = _OUTSIDE.sub(reword, _MARK.sub("", str(err)))  # the marks are ours, not the student's
+    text = _NOTHING_PRINTED.sub("", text)
+    what = "did not finish" if isinstance(err, CollectiveTimeout) else "failed"
+    return (f"Your code {what} when run on {case.world_size} ranks"
+            f"{_context(None, case.context)}.\n{type(err).__name__}: {text}")
+
+
+def _names(case: Case, text: str) -> bool:
+    """Whether a message already names the case: its world size and every parameter."""
+    return (f"world_size={case.world_size}" in text or f"{case.world_size} ranks" in text) and all(
+        f"{key}={value!r}" in text for key, value in case.context.items())
+
+
+def _check_case(check: Callable[..., Any], result: CaseResult, case: Case) -> None:
+    """Run the cell's check on one case; any failure in it names the case."""
     try:
-        return _run(fn, world_size, args=args, timeout=timeout,
-                    init_process_group=init_process_group, backend=backend)
-    except CommlabError as err:
-        raise AssertionError(
-            f"Your code failed when run on {world_size} ranks{_context(None, context)}.\n"
-            f"{type(err).__name__}: {err}") from None
+        check(result, *case.args, **case.context)
+    except AssertionError as err:
+        text = str(err)
+        if not _names(case, text):
+            text = f"In the case ({case.label}): {text}"
+        raise CheckFailed(_hide_hidden_lines(text)) from None
+    except Exception as err:  # noqa: BLE001 - e.g. a return value of an unexpected kind
+        raise CheckFailed(_hide_hidden_lines(
+            f"Checking the case ({case.label}) failed: {type(err).__name__}: {err}. Check "
+            "what your function returns and which calls it makes.")) from None
 
+
+# --- never quote hidden tests ---------------------------------------------------------------
+
+_HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _hide_hidden_lines(message: str) -> str:
+    """``message`` without any line of the calling test cell's hidden tests (a rank's traceback
+    quotes the lines it ran, and the feedback shows the message)."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_HERE):
+        frame = frame.f_back
+    if frame is None:
+        return message
+    source = "".join(linecache.getlines(frame.f_code.co_filename))
+    hidden = {line.strip() for block in _HIDDEN.findall(source) for line in block.splitlines()}
+    visible = {line.strip() for line in _HIDDEN.sub("", source).splitlines()}
+    secret = {line for line in hidden - visible if line}
+    if not secret:
+        return message
+    return "\n".join("    (a line of the hidden tests)" if line.strip() in secret else line
+                     for line in message.splitlines())
+
+
+# --- values --------------------------------------------------------------------------------------
 
 def rank_tensor(rank: int, shape: tuple[int, ...] = (4,), dtype: torch.dtype = torch.float32
                 ) -> torch.Tensor:
@@ -97,8 +386,8 @@ def expect(got: Any, expected: Any, *, what: str, rank: int | None = None,
     """Fail with a student-facing message unless ``got`` is ``expected``."""
     if not same(got, expected):
         where = f"On rank {rank}" if rank is not None else "Here"
-        raise AssertionError(f"{where}{_context(world_size, context)}, {what} should be\n"
-                             f"    {_show(expected)}\nbut it is\n    {_show(got)}")
+        raise CheckFailed(f"{where}{_context(world_size, context)}, {what} should be\n"
+                          f"    {_show(expected)}\nbut it is\n    {_show(got)}")
 
 
 def expect_per_rank(result: RunResult, expected: list[Any], *, what: str = "the returned value",
@@ -106,53 +395,95 @@ def expect_per_rank(result: RunResult, expected: list[Any], *, what: str = "the 
     """Each rank returned ``expected[rank]``."""
     if len(expected) != result.world_size:
         raise ValueError(f"expected has {len(expected)} entries for {result.world_size} ranks")
+    context = _case_context(result, context)
     for rank, (got, want) in enumerate(zip(result.returns, expected)):
         expect(got, want, what=what, rank=rank, world_size=result.world_size, **context)
 
 
+# --- calls -------------------------------------------------------------------------------------
+
+def _either(op: str) -> str:
+    return " or ".join(f"dist.{name}" for name in names_of(op))
+
+
 def expect_used(result: RunResult, op: str, *, ranks: list[int] | None = None,
                 **context: Any) -> None:
-    """Every rank in ``ranks`` (default: all) called ``dist.<op>`` at least once."""
+    """Every rank in ``ranks`` (default: all) called ``dist.<op>`` (by any of its names) at
+    least once."""
+    context = _case_context(result, context)
     for rank in ranks if ranks is not None else range(result.world_size):
-        if not result.calls(op, rank):
+        if not any(result.calls(name, rank) for name in names_of(op)):
             made = sorted({c.op for c in result.trace[rank]}) or ["no torch.distributed call"]
-            raise AssertionError(
+            raise CheckFailed(
                 f"On rank {rank}{_context(result.world_size, context)}, your code should call "
-                f"dist.{op}, but it made: {', '.join(made)}.")
+                f"{_either(op)}, but it made: {', '.join(made)}.")
 
 
 def expect_not_used(result: RunResult, *ops: str, **context: Any) -> None:
-    """No rank called any of ``ops``: the exercise builds them from something simpler."""
+    """No rank called any of ``ops`` (by any of their names): the exercise builds them from
+    something simpler."""
+    context = _case_context(result, context)
     for rank in range(result.world_size):
         for op in ops:
-            if result.calls(op, rank):
-                raise AssertionError(
-                    f"On rank {rank}{_context(result.world_size, context)}, your code called "
-                    f"dist.{op}; this exercise asks you to build it without dist.{op}.")
+            for name in names_of(op):
+                if result.calls(name, rank):
+                    raise CheckFailed(
+                        f"On rank {rank}{_context(result.world_size, context)}, your code called "
+                        f"dist.{name}; this exercise asks you to build it without dist.{name}.")
 
 
 def expect_only(result: RunResult, allowed: set[str], **context: Any) -> None:
-    """Every call each rank made is one of ``allowed`` (e.g. ``{"send", "recv"}``)."""
+    """Every call each rank made is one of ``allowed`` (e.g. ``{"send", "recv"}``), by any of
+    their names."""
+    context = _case_context(result, context)
+    every_name = {name for op in allowed for name in names_of(op)}
     for rank in range(result.world_size):
-        other = sorted({c.op for c in result.trace[rank]} - set(allowed))
+        other = sorted({c.op for c in result.trace[rank]} - every_name)
         if other:
-            raise AssertionError(
+            raise CheckFailed(
                 f"On rank {rank}{_context(result.world_size, context)}, your code called "
                 f"{', '.join('dist.' + o for o in other)}; this exercise allows only "
-                f"{', '.join('dist.' + a for a in sorted(allowed))}.")
+                f"{', '.join(_either(a) for a in sorted(allowed))}.")
 
+
+# --- bytes -------------------------------------------------------------------------------------
 
 def expect_bytes(result: RunResult, *, sent: list[int] | None = None,
-                 received: list[int] | None = None, **context: Any) -> None:
+                 received: list[int] | None = None, hint: str = "", **context: Any) -> None:
     """Each rank sent and received exactly these many bytes (over all its traced calls): what
-    the algorithm should move, no more (a ring that passes whole tensors around fails)."""
+    the algorithm should move, no more (a ring that passes whole tensors around fails).
+
+    When the ranks together moved the right number of bytes but not each its own share, the
+    message says so, followed by ``hint`` (e.g. which rank sends which chunk when).
+    """
+    context = _case_context(result, context)
     for label, wanted, actual in (("sent", sent, result.bytes_sent()),
                                   ("received", received, result.bytes_received())):
         if wanted is None:
             continue
         for rank, (want, got) in enumerate(zip(wanted, actual)):
-            if want != got:
-                raise AssertionError(
-                    f"On rank {rank}{_context(result.world_size, context)}, your code {label} "
-                    f"{got} bytes, but the algorithm needs to move exactly {want} bytes"
-                    + (f" ({got / want:.2f} times as many as needed)." if want else "."))
+            if want == got:
+                continue
+            where = f"On rank {rank}{_context(result.world_size, context)}, your code {label}"
+            if sum(actual) == sum(wanted):
+                raise CheckFailed(
+                    f"{where} {got} bytes, but the algorithm has this rank move exactly {want}. "
+                    f"The ranks together {label} the right total ({sum(wanted)} bytes), so the "
+                    "work is shared out differently from the algorithm's."
+                    + (f" {hint}" if hint else ""))
+            raise CheckFailed(
+                f"{where} {got} bytes, but the algorithm needs to move exactly {want} bytes"
+                + (f" ({got / want:.2f} times as many as needed)." if want else "."))
+
+
+def expect_total_bytes(result: RunResult, *, at_most: int, needs: str,
+                       **context: Any) -> None:
+    """The ranks together sent at most ``at_most`` bytes; ``needs`` says why that is enough
+    (e.g. "each rank's tensor must reach each other rank once"), and what moves more."""
+    context = _case_context(result, context)
+    total = sum(result.bytes_sent())
+    if total > at_most:
+        raise CheckFailed(
+            f"With {result.world_size} ranks{_context(None, context)}, your ranks sent "
+            f"{total} bytes in all, {total / at_most:.2f} times the {at_most} bytes this "
+            f"exercise needs: {needs}")

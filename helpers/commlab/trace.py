@@ -185,6 +185,11 @@ class Recorder:
         self._counts: dict[str, int] = {}
         self._local = threading.local()
 
+    def restart_numbering(self) -> None:
+        """Number the next calls from #1 again (commlab.checks runs several test cases in one
+        launch, and a message about a case counts that case's calls, as a lone launch would)."""
+        self._counts.clear()
+
     def wrap(self, name: str, original: Callable) -> Callable:
         signature = inspect.signature(original)
 
