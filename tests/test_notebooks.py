@@ -36,7 +36,7 @@ def test_student_notebooks_are_exactly_what_nbgrader_generates(tmp_path):
         theirs = generated / name / f"{name}.ipynb"
         assert ours.read_bytes() == theirs.read_bytes(), (
             f"notebooks/{name} differs from what nbgrader generates: "
-            "run `.venv/bin/python grader/course.py generate`")
+            "run `make generate`")
 
 
 @pytest.mark.parametrize("name", CHAPTERS)
