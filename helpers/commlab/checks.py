@@ -22,6 +22,7 @@ case in every failure message. :func:`run` runs one case on its own.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import linecache
 import math
 import os
@@ -317,8 +318,18 @@ def _check_case(check: Callable[..., Any], result: CaseResult, case: Case) -> No
 
 # --- never quote hidden tests ---------------------------------------------------------------
 
-_HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 _HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@functools.cache
+def _hidden_blocks() -> re.Pattern:
+    """The hidden-test blocks of a test cell, with nbgrader's own delimiters (nbgrader is loaded
+    only when a check fails)."""
+    from nbgrader.preprocessors import ClearHiddenTests
+
+    begin = ClearHiddenTests.begin_test_delimeter.default_value
+    end = ClearHiddenTests.end_test_delimeter.default_value
+    return re.compile(rf"### {re.escape(begin)}\n(.*?)### {re.escape(end)}", re.S)
 
 
 def _hide_hidden_lines(message: str) -> str:
@@ -330,8 +341,9 @@ def _hide_hidden_lines(message: str) -> str:
     if frame is None:
         return message
     source = "".join(linecache.getlines(frame.f_code.co_filename))
-    hidden = {line.strip() for block in _HIDDEN.findall(source) for line in block.splitlines()}
-    visible = {line.strip() for line in _HIDDEN.sub("", source).splitlines()}
+    blocks = _hidden_blocks()
+    hidden = {line.strip() for block in blocks.findall(source) for line in block.splitlines()}
+    visible = {line.strip() for line in blocks.sub("", source).splitlines()}
     secret = {line for line in hidden - visible if line}
     if not secret:
         return message
