@@ -27,9 +27,10 @@ NOT_AVAILABLE = (
     "Linux namespaces are not allowed on this machine (macOS, or Ubuntu 24.04's default "
     "AppArmor policy, or a container without them), so student code would run with your rights "
     "and network access. Grading goes on without the sandbox and grades.csv's notes say so. "
-    "To grade safely, grade inside the course image with the network off:\n"
+    "To grade safely, grade inside the instructor image with the network off:\n"
+    "  docker build --target instructor -t commlab-instructor .\n"
     '  docker run --rm --network none --shm-size=1g -v "$PWD/class:/class:ro" '
-    '-v "$PWD/grades:/grades" commlab-course make grade SUBMISSIONS=/class OUT=/grades '
+    '-v "$PWD/grades:/grades" commlab-instructor make grade SUBMISSIONS=/class OUT=/grades '
     "GRADE_FLAGS=--no-sandbox")
 
 
