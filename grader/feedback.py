@@ -10,11 +10,15 @@ import re
 from pathlib import Path
 
 import nbgrader
+from nbgrader.preprocessors import ClearHiddenTests
 from nbgrader.utils import is_grade, is_solution, is_task
 
 from .score import Outcome
 
-HIDDEN_TESTS = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", re.S)
+# The hidden-test blocks, with the delimiters nbgrader itself clears from the student notebooks.
+_BEGIN = ClearHiddenTests.begin_test_delimeter.default_value
+_END = ClearHiddenTests.end_test_delimeter.default_value
+HIDDEN_TESTS = re.compile(rf"### {re.escape(_BEGIN)}.*?### {re.escape(_END)}\n?", re.S)
 
 # A stream longer than this is cut: nbgrader's LimitOutput counts lines, and one 3 MB line
 # passes it.
