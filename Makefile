@@ -16,7 +16,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup lab test lint bench bench-grade baselines generate validate grade clean
-.PHONY: check course-source student-edition
+.PHONY: check course-source student-edition execute
 
 setup: $(STAMP)
 
@@ -63,6 +63,11 @@ bench-grade: setup
 # Redraw tests/baseline_images (all, or CASES="reduce ..."); look at every PNG before committing.
 baselines: setup
 	PYTHONPATH=tests $(BIN)/python tests/scripts/make_baselines.py $(CASES)
+
+# After editing a chapter: run solutions/<CHAPTER> in a fresh kernel, store its outputs (strict
+# nbval compares them) and regenerate its student notebook.
+execute: setup
+	$(BIN)/python tests/scripts/execute_chapter.py $(CHAPTER)
 
 # The instructor's commands (README, "Grading").
 generate: setup
