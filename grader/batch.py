@@ -1,5 +1,10 @@
-"""Grade a class: the course template made once, a few workers each with a warm kernel ready
-for its next submission, then grades.csv, the feedback pages and the instructor's gradebook.
+"""Grade a class: the course template made once, a few workers, then grades.csv, the feedback
+pages and the instructor's gradebook.
+
+Each worker has a scoring kernel of its own (trusted, for every submission it grades: see
+grader/scoring.py) and a warm student's kernel ready for its next submission (sandboxed, fresh
+for each). A submission runs as the student wrote it on the student's kernel, for the feedback
+page, without its test cells; then its tests run on the scoring kernel, which decides the score.
 
 Tests and the bench call ``grade_class``; ``python -m grader grade`` is its command line.
 """
@@ -9,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import course, feedback, gradebook, intake, kernels, sandbox, scratch
+from . import course, feedback, gradebook, intake, kernels, sandbox, scoring, scratch
 from .execute import limit_outputs, resources, run_cells, sanitize
 from .score import Outcome, judge, max_score
 from .tamper import check_tampering
@@ -48,6 +54,7 @@ class Batch:
     skipped: list[intake.Skipped] = field(default_factory=list)
     sandboxed: bool = True
     gradebook_error: str | None = None
+    kernel_error: str | None = None  # a kernel that could not start stopped the batch
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -74,29 +81,55 @@ class _Run:
     def __init__(self, folder: Path, out: Path, settings: Settings, db: Path,
                  submissions: Path, sandboxed: bool):
         self.folder, self.out, self.settings, self.db = folder, out, settings, db
+        self.sandboxed = sandboxed
         self.config = course.nbgrader_config(db=db)
         self.config.Execute.timeout = settings.cell_timeout
         # TORCH_DIST_INIT_BARRIER: init_process_group returns once every rank is connected, so
         # that a rank that goes on to destroy the group at once cannot fail a slower peer still
         # connecting ("Connection closed by peer"), which a busy machine makes likely
         self.env = dict(os.environ, NBGRADER_EXECUTION="autograde", TORCH_DIST_INIT_BARRIER="1")
-        hidden = sandbox.hidden_paths([out, submissions] if submissions.is_dir() else [out])
-        files = [settings.db]
-        self.wrap = ((lambda f: lambda argv: sandbox.kernel_command(argv, f, hidden, files))
-                     if sandboxed else
-                     (lambda f: lambda argv: [*sandbox.dies_with_parent(), *argv]))
+        self.hidden = sandbox.hidden_paths([out, submissions] if submissions.is_dir() else [out])
         self.count = 0
         self.max_scores: dict[str, float] = {}
+        self.error: str | None = None  # set when a kernel could not start: no new submission
+
+    def plan(self, workdir: Path) -> sandbox.Plan | None:
+        """What student code sees from ``workdir`` (None: no sandbox)."""
+        return sandbox.plan(workdir, self.hidden, [self.settings.db]) if self.sandboxed \
+            else None
+
+    def _wrap(self, folder: Path):
+        plan = self.plan(folder)
+        if plan is None:
+            return lambda argv: [*sandbox.dies_with_parent(), *argv]
+        return lambda argv: sandbox.kernel_command(plan, argv)
 
     def start_kernel(self) -> asyncio.Task:
         self.count += 1
         folder = self.folder / f"k{self.count}"  # short: it holds the kernel's sockets
-        return asyncio.ensure_future(kernels.start(folder, self.wrap, self.env))
+        return asyncio.ensure_future(kernels.start(folder, self._wrap, self.env))
 
-    async def grade(self, sub: intake.Submission, kernel: kernels.Kernel,
+    def start_scorer(self) -> asyncio.Task:
+        """A scoring kernel: trusted (not sandboxed: it never runs student code), with the
+        grader importable, warmed up with a run through a sandboxed rank host."""
+        self.count += 1
+        folder = self.folder / f"s{self.count}"
+        warm = folder / "warm"
+        env = dict(self.env, PYTHONPATH=os.pathsep.join(
+            filter(None, [str(course.ROOT), self.env.get("PYTHONPATH")])))
+        plan = self.plan(warm)
+        data = None if plan is None else scoring.submission_data(
+            nbformat.v4.new_notebook(), plan)["plan"]
+        code = f"__import__('grader.scorer').scorer.warm_up({data!r})"
+        return asyncio.ensure_future(kernels.start(
+            folder, lambda f: lambda argv: [*sandbox.dies_with_parent(), *argv], env,
+            warm_up=code, what="the scoring kernel", before_warm_up=warm.mkdir))
+
+    async def grade(self, sub: intake.Submission, kernel: kernels.Kernel, scorer: _Scorer,
                     waited: float, cells_done: asyncio.Event) -> Outcome:
-        """Grade ``sub`` on ``kernel`` (for which the worker ``waited`` seconds); set
-        ``cells_done`` once the kernel is no longer needed."""
+        """Grade ``sub``: its own notebook on ``kernel`` (for which the worker ``waited``
+        seconds), for the feedback; its tests on the worker's ``scorer``. Set ``cells_done``
+        once ``kernel`` is no longer needed."""
         outcome = Outcome(sub.student, sub.chapter, max_score=self.max_scores[sub.chapter])
         outcome.phases["kernel start"] = waited
         began = time.perf_counter()
@@ -112,14 +145,17 @@ class _Run:
             outcome.notes = [f"unreadable notebook: {str(exc).splitlines()[0][:200]}"]
             return outcome
         # the kernel's folder gets the notebook as submitted: the sanitized one holds the
-        # restored test cells, hidden tests included
+        # restored test cells, hidden tests included, which never run on the student's kernel
         shutil.copyfile(sub.path, kernel.folder / f"{sub.chapter}.ipynb")
         outcome.phases["sanitize"] = time.perf_counter() - began
-        done = await run_cells(notebook, kernel, self.config, self.settings.limit, cells_done)
+        done = await run_cells(notebook, kernel, self.config, self.settings.limit, cells_done,
+                               skip=scoring.is_test)
         outcome.phases.update(done.seconds)
+        scored = await scorer.score(sub, notebook, self)
+        outcome.phases.update(scored.execution.seconds)
         began = time.perf_counter()
-        judge(outcome, notebook, died=done.died, over_limit=done.over_limit,
-              interrupted=done.interrupted, tampered=tampered)
+        judge(outcome, notebook, scored, student=done, tampered=tampered)
+        feedback.with_test_outputs(notebook, scored.tests())
         if not done.died and not done.over_limit:
             notebook = limit_outputs(notebook, self.config, info)
             outcome.feedback = await asyncio.to_thread(feedback.write, notebook, outcome,
@@ -142,32 +178,69 @@ class _Run:
         (folder / f"{outcome.chapter}.log").write_text("\n".join(lines))
 
 
+class _Scorer:
+    """A worker's scoring kernel, one submission at a time; started again if it stops."""
+
+    def __init__(self, run: _Run):
+        self.run, self.task, self.turn = run, run.start_scorer(), asyncio.Lock()
+
+    async def score(self, sub: intake.Submission, notebook, run: _Run) -> scoring.Scored:
+        began = time.perf_counter()
+        async with self.turn:
+            waited = time.perf_counter() - began
+            kernel = await self.task
+            run.count += 1
+            folder = run.folder / f"r{run.count}"  # the submission's data, the rank host's folder
+            scored = await scoring.score(sub.chapter, notebook, kernel, run.config,
+                                         run.settings.limit, folder, run.plan(folder / "w"))
+            if scored.execution.died or scored.execution.over_limit:
+                await kernel.stop()
+                self.task = run.start_scorer()
+        scored.execution.seconds["scoring wait"] = waited
+        return scored
+
+    async def stop(self) -> None:
+        await _drop(self.task)
+
+
 async def _worker(run: _Run, queue: asyncio.Queue, ready: asyncio.Task | None,
                   outcomes: list[Outcome]) -> None:
-    """Grade submissions from ``queue``: while one runs, the next kernel warms; once its cells
-    have run, the next submission starts while this one's kernel stops and its feedback is
-    written."""
+    """Grade submissions from ``queue``: while one runs, the next student's kernel warms; once
+    its cells have run, the next submission starts while this one is scored, its kernel stops
+    and its feedback is written. A kernel that cannot start stops the worker, and the batch
+    takes no new submission."""
     finishing: list[asyncio.Task] = []
+    scorer = _Scorer(run)
     try:
-        while not queue.empty():
+        while not queue.empty() and run.error is None:
             sub = queue.get_nowait()
             waited = time.perf_counter()
-            kernel = await ready
+            try:
+                kernel = await ready
+            except kernels.KernelStartError as exc:
+                ready, run.error = None, run.error or str(exc)
+                break
             waited = time.perf_counter() - waited
             ready = run.start_kernel() if not queue.empty() else None
             cells_done = asyncio.Event()
             finishing.append(asyncio.ensure_future(
-                _graded(run, sub, kernel, waited, cells_done, outcomes)))
+                _graded(run, sub, kernel, scorer, waited, cells_done, outcomes)))
             await asyncio.wait([finishing[-1], asyncio.ensure_future(cells_done.wait())],
                                return_when=asyncio.FIRST_COMPLETED)
     finally:
         await asyncio.gather(*finishing)
         await _drop(ready)
+        await scorer.stop()
 
 
-async def _graded(run: _Run, sub, kernel, waited: float, cells_done: asyncio.Event,
-                  outcomes: list[Outcome]) -> None:
-    outcome = await run.grade(sub, kernel, waited, cells_done)
+async def _graded(run: _Run, sub, kernel, scorer: _Scorer, waited: float,
+                  cells_done: asyncio.Event, outcomes: list[Outcome]) -> None:
+    try:
+        outcome = await run.grade(sub, kernel, scorer, waited, cells_done)
+    except kernels.KernelStartError as exc:  # the scoring kernel: nothing can be scored
+        cells_done.set()
+        run.error = run.error or str(exc)
+        return
     outcomes.append(outcome)
     if run.settings.on_done:
         run.settings.on_done(outcome)
@@ -232,13 +305,19 @@ def grade_class(submissions: Path, out: Path, settings: Settings | None = None) 
         by_key = {(s.student, s.chapter): s for s in found.submissions}
         todo = [by_key[k] for k in keys if k in by_key]
         chapters = sorted({c for _, c in keys})
-        out.mkdir(parents=True, exist_ok=True)
+        check_writable(out, "OUT")
+        if settings.shard[1] == 1:
+            check_writable(settings.db.parent, "the gradebook's folder")
         run = _Run(folder, out, settings, folder / "course" / "gradebook.db",
                    submissions, batch.sandboxed)
         run.max_scores = {c: max_score(nbformat.read(course.NOTEBOOKS / c / f"{c}.ipynb", 4))
                           for c in chapters}
         if todo:
             batch.outcomes = asyncio.run(_grade_all(run, todo, chapters, batch.seconds))
+        if run.error:
+            left = len(todo) - len(batch.outcomes)
+            batch.kernel_error = (f"{run.error}\n{len(batch.outcomes)} submissions were graded "
+                                  f"and are in {out / 'grades.csv'}; {left} were not.")
         batch.outcomes += [Outcome(s, c, max_score=run.max_scores.get(c, 0.0))
                            for s, c in keys if (s, c) not in by_key]
         batch.outcomes.sort(key=lambda o: (o.student, o.chapter))
@@ -247,6 +326,26 @@ def grade_class(submissions: Path, out: Path, settings: Settings | None = None) 
         shutil.rmtree(folder, ignore_errors=True)
     batch.seconds["total"] = time.perf_counter() - began
     return batch
+
+
+class NotWritable(OSError):
+    """OUT or the gradebook's folder cannot be written: nothing is graded."""
+
+
+def check_writable(folder: Path, what: str) -> None:
+    """Create ``folder`` if needed and write a file in it, before any kernel starts: a batch
+    that cannot write its results must not grade first and fail after."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".grader-can-write-"):
+            pass
+    except OSError as exc:
+        raise NotWritable(
+            f"Cannot write to {what}, {folder}: {exc.strerror or exc}. Nothing was graded. Give "
+            f"the user running the grader (uid {os.getuid()}) write access to it, or choose "
+            "another folder. In Docker, build the instructor image with --build-arg "
+            "UID=\"$(id -u)\" --build-arg GID=\"$(id -g)\" so that the container's user is you "
+            "(README, \"For instructors\").") from None
 
 
 def _finish(batch: Batch, out: Path, settings: Settings, run: _Run, folder: Path) -> None:

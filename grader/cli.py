@@ -86,13 +86,13 @@ def _parser() -> argparse.ArgumentParser:
 def grade(args) -> int:
     from tqdm import tqdm
 
-    from .batch import Settings, grade_class
+    from .batch import NotWritable, Settings, grade_class
     from .intake import IntakeError
-    from .sandbox import NOT_AVAILABLE, available
+    from .sandbox import available, not_available_message
 
     use_sandbox = False if args.no_sandbox else available()
     if not args.no_sandbox and not use_sandbox:
-        print(f"warning: {NOT_AVAILABLE}", file=sys.stderr)
+        print(f"warning: {not_available_message()}", file=sys.stderr)
     bar = tqdm(unit="submission", desc="grading", file=sys.stderr)
 
     def done(outcome) -> None:
@@ -105,14 +105,18 @@ def grade(args) -> int:
                         roster=args.roster, on_done=done)
     try:
         batch = grade_class(args.submissions, args.out, settings)
-    except IntakeError as exc:
+    except (IntakeError, NotWritable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
         bar.close()
     for skipped in batch.skipped:
         print(f"skipped {skipped.name}: {skipped.why}", file=sys.stderr)
-    return _summary(batch.outcomes, args.out, batch.gradebook_error)
+    code = _summary(batch.outcomes, args.out, batch.gradebook_error)
+    if batch.kernel_error:
+        print(f"error: {batch.kernel_error}", file=sys.stderr)
+        return 1
+    return code
 
 
 def _summary(outcomes, out: Path, gradebook_error: str | None) -> int:

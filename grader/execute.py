@@ -1,11 +1,15 @@
-"""One submission on the trusted side: nbgrader's sanitizing preprocessors, then every cell sent
-to a warm kernel (which alone is sandboxed), then nbgrader's output limits. The notebook that
-comes back is the one the grader's client received: the student's code never writes it."""
+"""Running a notebook's cells on a kernel from the trusted side: nbgrader's sanitizing
+preprocessors, every cell sent to a warm kernel, nbgrader's output limits. The notebook that
+comes back is the one the grader's client received: the student's code never writes it.
+
+The student's own notebook runs on a sandboxed kernel (for the feedback page: their outputs);
+the scoring notebook runs on the scoring kernel (see :mod:`grader.scoring`)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nbclient.exceptions import DeadKernelError
@@ -18,7 +22,6 @@ from nbgrader.preprocessors import (
     OverwriteCells,
     OverwriteKernelspec,
 )
-from nbgrader.utils import is_grade
 
 from .kernels import Kernel
 
@@ -65,15 +68,15 @@ class Execution:
     died: bool = False
     over_limit: bool = False
     interrupted: set[int] = field(default_factory=set)
-    seconds: dict[str, float] = field(
-        default_factory=lambda: {"cells": 0.0, "tests": 0.0, "kernel stop": 0.0})
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
-async def run_cells(notebook, kernel: Kernel, config, limit: float,
-                    cells_done: asyncio.Event | None = None) -> Execution:
-    """Execute every code cell of ``notebook`` in place on ``kernel``, within ``limit``
-    seconds in all; then stop the kernel, and every process the student's code started.
-    ``cells_done`` is set when the last cell has run, before the kernel is stopped."""
+async def run_in(notebook, kernel: Kernel, config, limit: float,
+                 skip: Callable[[object], bool] = lambda cell: False,
+                 phase: Callable[[object], str] = lambda cell: "cells") -> Execution:
+    """Execute every code cell of ``notebook`` but those ``skip`` names, in place, on
+    ``kernel``, within ``limit`` seconds in all; the kernel keeps running. Each cell's seconds
+    count for its ``phase``."""
     client = _Client(km=kernel.km, config=config)
     client.nb, client.kc, client.owns_km = notebook, kernel.kc, False
     client.interrupted = set()
@@ -84,11 +87,12 @@ async def run_cells(notebook, kernel: Kernel, config, limit: float,
         reply = await client.async_wait_for_reply(client.kc.kernel_info())
         notebook.metadata["language_info"] = reply["content"]["language_info"]
         for index, cell in enumerate(notebook.cells):
-            if cell.cell_type != "code":
+            if cell.cell_type != "code" or skip(cell):
                 continue
             began, client.current = time.perf_counter(), index
             await client.async_execute_cell(cell, index, store_history=True)
-            done.seconds["tests" if is_grade(cell) else "cells"] += time.perf_counter() - began
+            seconds = time.perf_counter() - began
+            done.seconds[phase(cell)] = done.seconds.get(phase(cell), 0.0) + seconds
 
     try:
         await asyncio.wait_for(every_cell(), timeout=limit)
@@ -96,10 +100,21 @@ async def run_cells(notebook, kernel: Kernel, config, limit: float,
         done.died = True
     except TimeoutError:
         done.over_limit = True
+    return done
+
+
+async def run_cells(notebook, kernel: Kernel, config, limit: float,
+                    cells_done: asyncio.Event | None = None,
+                    skip: Callable[[object], bool] = lambda cell: False) -> Execution:
+    """:func:`run_in` on a student's kernel, then stop it, and every process the student's
+    code started. ``cells_done`` is set when the last cell has run, before the kernel is
+    stopped."""
+    try:
+        done = await run_in(notebook, kernel, config, limit, skip)
     finally:
         if cells_done is not None:
             cells_done.set()
         began = time.perf_counter()
         await kernel.stop()
-        done.seconds["kernel stop"] = time.perf_counter() - began
+    done.seconds["kernel stop"] = time.perf_counter() - began
     return done

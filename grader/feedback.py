@@ -86,6 +86,16 @@ def render(notebook, outcome: Outcome) -> str:
     return html
 
 
+def with_test_outputs(notebook, tests: dict[str, object]) -> None:
+    """Put in ``notebook`` (the student's, whose test cells did not run there) each test
+    cell's outputs as the scoring kernel produced them (``tests``, by grade id)."""
+    for cell in notebook.cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if is_grade(cell) and not is_solution(cell) and grade_id in tests:
+            cell.outputs = copy.deepcopy(tests[grade_id].get("outputs", []))
+            cell.execution_count = tests[grade_id].get("execution_count")
+
+
 def write(notebook, outcome: Outcome, out: Path) -> Path:
     """Write the feedback page to ``out/feedback/<student>/<chapter>.html``."""
     page = out / "feedback" / outcome.student / f"{outcome.chapter}.html"

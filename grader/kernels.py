@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,8 +19,14 @@ import psutil
 from jupyter_client.manager import AsyncKernelManager
 
 # Runs before the student's first cell, without a history entry or an output, and binds no
-# name in the student's namespace: a notebook that forgets ``import torch`` still fails.
-WARM_UP = "__import__('commlab').run(lambda: None, world_size=2)"
+# name in the student's namespace: a notebook that forgets ``import torch`` still fails. A real
+# rank function on two ranks: the forkserver starts and a group forms, as the first cell's will.
+WARM_UP = "__import__('commlab').run(lambda rank, world_size: None, world_size=2)"
+LOG_LINES = 8  # of a kernel's log, in the message when it cannot start
+
+
+class KernelStartError(RuntimeError):
+    """A kernel could not start or warm up; the message says which, why, and what to try."""
 # A Unix socket's path holds at most 107 bytes; the kernel's sockets are <folder>/s-<port>.
 SOCKET_PATH_LIMIT = 100
 START_LIMIT = 120  # seconds; a busy machine can take tens of seconds to import torch
@@ -41,7 +48,6 @@ class Kernel:
     kc: object
     folder: Path
     seconds_to_start: float = 0.0
-    warm_up_error: str = ""
     notes: list[str] = field(default_factory=list)
 
     async def stop(self) -> None:
@@ -82,8 +88,11 @@ def _matplotlib_cache(folder: Path) -> Path:
 
 
 async def start(folder: Path, wrap: Callable[[Path], Callable] | None,
-                env: dict[str, str]) -> Kernel:
-    """Start a kernel whose sockets (IPC transport) and working folder are ``folder``."""
+                env: dict[str, str], warm_up: str = WARM_UP,
+                what: str = "a student's kernel",
+                before_warm_up: Callable[[], object] = lambda: None) -> Kernel:
+    """Start a kernel whose sockets (IPC transport) and working folder are ``folder``, and run
+    ``warm_up`` in it; raise :class:`KernelStartError` if either fails."""
     began = time.perf_counter()
     folder.mkdir(parents=True)
     env = {**env, "MPLCONFIGDIR": str(_matplotlib_cache(folder))}
@@ -103,15 +112,37 @@ async def start(folder: Path, wrap: Callable[[Path], Callable] | None,
     kernel = Kernel(km, kc, folder)
     try:
         await kc.wait_for_ready(timeout=START_LIMIT)
-        reply = await kc.execute_interactive(WARM_UP, silent=True, store_history=False,
+        before_warm_up()
+        reply = await kc.execute_interactive(warm_up, silent=True, store_history=False,
                                              timeout=START_LIMIT, output_hook=lambda _: None)
+    except Exception as exc:  # noqa: BLE001 - said in words below
+        await kernel.stop()
+        raise KernelStartError(_why(folder, what, f"it did not start ({exc})")) from None
     except BaseException:
         await kernel.stop()
         raise
     if reply["content"]["status"] != "ok":
-        kernel.warm_up_error = f"{reply['content'].get('ename')}: {reply['content'].get('evalue')}"
+        await kernel.stop()
+        content = reply["content"]
+        raise KernelStartError(_why(
+            folder, what, "it started, but could not run a function on two ranks "
+            f"({content.get('ename')}: {content.get('evalue')})"))
     kernel.seconds_to_start = time.perf_counter() - began
     return kernel
+
+
+def _why(folder: Path, what: str, reason: str) -> str:
+    """One plain sentence on a kernel that could not start, the end of its log, what to try."""
+    log = folder / "kernel.log"
+    lines = log.read_text(errors="replace").strip().splitlines()[-LOG_LINES:] \
+        if log.exists() else []
+    tail = "\n".join(f"    {line}" for line in lines) or "    (it wrote nothing)"
+    return (f"Grading stopped: {what} ({folder.name}) could not be used: {reason}. The last "
+            f"lines of its log:\n{tail}\nWhat to try: run `{sys.executable} -m ipykernel_launcher"
+            " --help` to check that this Python can start a kernel; if the log shows a mount, "
+            "unshare or `not found` error, the sandbox is at fault here: grade with "
+            "--no-sandbox inside the instructor image started with --network none (README, "
+            "\"For instructors\"). What was graded before this is kept.")
 
 
 async def start_in_background(folder: Path, wrap, env) -> asyncio.Task:

@@ -1,20 +1,31 @@
-"""The namespaces around a student's kernel: only the kernel runs in them, nothing of the grader.
+"""The namespaces that student code runs in: only the student's kernel and the ranks that grade
+its answers run inside them, nothing of the grader.
 
 Inside: no network but loopback (gloo needs it); empty folders in place of every top-level
 folder but the system's (so of the course, home folders, the temporary folder with other
 kernels, the course template and its gradebook, the submissions, OUT); the Python environment
-and commlab visible read-only at their own paths; the kernel's own scratch folder (its notebook,
-its connection file and sockets) writable; a /dev/shm of its own. The namespace's first process
-is the kernel: when it ends, the kernel (Linux) kills every process the student's code started,
-daemons included.
+and commlab visible read-only at their own paths; the process's own folder writable; a /dev/shm
+of its own; a user namespace of its own, so that nothing inside can trace or signal a process
+outside. The namespace's first process is the sandboxed one: when it ends, Linux kills every
+process the student's code started, daemons included.
+
+A :class:`Plan` says what the sandbox hides and shows. Two ways in use it: :func:`kernel_command`
+wraps a command (the student's kernel) in ``unshare``; :func:`enter` takes the calling process in
+(the rank host, forked from a warm process with torch loaded, so that no second torch import is
+paid per submission).
 """
 
 from __future__ import annotations
 
+import ctypes
+import dataclasses
+import fcntl
 import importlib.util
 import os
 import shlex
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -23,15 +34,26 @@ from pathlib import Path
 UNSHARE = ["unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
            "--map-root-user"]
 
-NOT_AVAILABLE = (
-    "Linux namespaces are not allowed on this machine (macOS, or Ubuntu 24.04's default "
-    "AppArmor policy, or a container without them), so student code would run with your rights "
-    "and network access. Grading goes on without the sandbox and grades.csv's notes say so. "
-    "To grade safely, grade inside the instructor image with the network off:\n"
-    "  docker build --target instructor -t commlab-instructor .\n"
-    '  docker run --rm --network none --shm-size=1g -v "$PWD/class:/class:ro" '
-    '-v "$PWD/grades:/grades" commlab-instructor make grade SUBMISSIONS=/class OUT=/grades '
-    "GRADE_FLAGS=--no-sandbox")
+# Set in the course image (Dockerfile), whose grading runs with --no-sandbox in a container
+# started with the network off.
+IN_IMAGE = "COMMLAB_INSTRUCTOR_IMAGE"
+
+
+def not_available_message() -> str:
+    """What to do where namespaces are not allowed, said for where the grader runs."""
+    head = ("Linux namespaces are not allowed here, so student code would run with your rights "
+            "and network access. Grading goes on without the sandbox and notes.json says so.")
+    if os.environ.get(IN_IMAGE):
+        return (f"{head} This is the instructor image: start it with the network off "
+                "(docker run --network none ...) and pass --no-sandbox, as the README's grading "
+                "command does.")
+    return (f"{head} (macOS, Ubuntu 24.04's default AppArmor policy and some containers forbid "
+            "them.) To grade safely, grade inside the instructor image with the network off, "
+            "keeping the gradebook on the host:\n"
+            "  docker build --target instructor -t commlab-instructor .\n"
+            '  docker run --rm --network none --shm-size=1g -v "$PWD/class:/class:ro" '
+            '-v "$PWD/grades:/grades" commlab-instructor make grade SUBMISSIONS=/class '
+            'OUT=/grades GRADE_FLAGS="--no-sandbox --gradebook /grades/gradebook.db"')
 
 
 def available() -> bool:
@@ -45,7 +67,7 @@ def available() -> bool:
 
 
 def readable_paths() -> list[Path]:
-    """What the kernel needs to see: this Python environment and the commlab package."""
+    """What student code needs to see: this Python environment and the commlab package."""
     commlab = importlib.util.find_spec("commlab")
     paths = [Path(sys.prefix), Path(sys.base_prefix)]
     if commlab is not None and commlab.origin:
@@ -68,38 +90,159 @@ def hidden_paths(extra: list[Path]) -> list[Path]:
             if p.is_dir() and not p.is_symlink() and p.name not in SYSTEM]
     paths = [*tops, ROOT, Path(tempfile.gettempdir()), *extra]
     paths = [p.resolve() for p in paths if p.exists() and p.resolve() != Path("/")]
-    # a folder under another one is already covered by its parent's empty folder
+    return _outermost(paths)
+
+
+def _outermost(paths: list[Path]) -> list[Path]:
+    """``paths`` without those under another one (already covered by it)."""
     return sorted({p for p in paths if not any(p != q and p.is_relative_to(q) for q in paths)})
 
 
-def kernel_command(argv: list[str], workdir: Path, hidden: list[Path],
-                   hidden_files: list[Path] = ()) -> list[str]:
-    """``argv`` (the kernel) inside the namespaces, started in ``workdir``."""
-    workdir = workdir.resolve()
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a sandboxed process sees.
+
+    hidden: folders covered by an empty one; readable: folders bound back read-only at their own
+    path (those a hidden folder covers); workdir: the process's own folder, bound back writable,
+    its working directory; covered_files: files outside every hidden folder, covered by
+    /dev/null.
+    """
+
+    hidden: tuple[Path, ...]
+    readable: tuple[Path, ...]
+    workdir: Path
+    covered_files: tuple[Path, ...] = ()
+
+
+def plan(workdir: Path, hidden: list[Path], hidden_files: list[Path] = ()) -> Plan:
+    """The plan for a process working in ``workdir``, with ``hidden`` covered (from
+    :func:`hidden_paths`) and ``hidden_files`` (a gradebook) out of reach."""
     keep = [p for p in readable_paths() if any(p.is_relative_to(h) for h in hidden)]
-    keep = [p for p in dict.fromkeys(keep)
-            if not any(p != q and p.is_relative_to(q) for q in keep)][:5]  # fds 4 to 8
+    files = [f.resolve() for f in hidden_files
+             if f.exists() and not any(f.resolve().is_relative_to(h) for h in hidden)]
+    # fds 4 to 8 hold the kept folders while the shell's mounts cover them
+    return Plan(tuple(hidden), tuple(_outermost(keep))[:5], workdir.resolve(), tuple(files))
+
+
+def _bound_back(plan: Plan) -> list[tuple[Path, bool]]:
+    """(folder, read-only) for each folder bound back from behind the covering mounts."""
+    return [(plan.workdir, False)] + [(p, True) for p in plan.readable]
+
+
+# --- the way in for a command: unshare and a shell script --------------------------------------
+
+def kernel_command(plan: Plan, argv: list[str]) -> list[str]:
+    """``argv`` (the student's kernel) inside the namespaces, started in the plan's workdir."""
+    opened = list(enumerate(_bound_back(plan), start=3))
     # Each kept folder is opened before the covering mounts and bound back from its descriptor
     # (mount -c: do not resolve /proc/self/fd/N by name, which would find the empty folder).
-    opened = [(3, workdir)] + [(4 + i, p) for i, p in enumerate(keep)]
     steps = ["set -e", "ip link set lo up"]
-    steps += [f"exec {fd}<{shlex.quote(str(p))}" for fd, p in opened]
-    steps += [f"mount -t tmpfs -o mode=755 tmpfs {shlex.quote(str(h))}" for h in hidden]
+    steps += [f"exec {fd}<{shlex.quote(str(p))}" for fd, (p, _) in opened]
+    steps += [f"mount -t tmpfs -o mode=755 tmpfs {shlex.quote(str(h))}" for h in plan.hidden]
     if Path("/dev/shm").is_dir():  # shared memory of this kernel's ranks only
         steps.append("mount -t tmpfs -o mode=1777 tmpfs /dev/shm")
-    steps += [f"mount --bind /dev/null {shlex.quote(str(f))}" for f in hidden_files
-              if f.is_file()]
-    for fd, path in opened:
+    steps += [f"mount --bind /dev/null {shlex.quote(str(f))}" for f in plan.covered_files]
+    for fd, (path, read_only) in opened:
         target = shlex.quote(str(path))
         steps += [f"mkdir -p {target}", f"mount -c --bind /proc/self/fd/{fd} {target}"]
-        if path != workdir:
+        if read_only:
             steps.append(f"mount -c -o remount,bind,ro {target}")
     steps += [f"exec {fd}<&-" for fd, _ in opened]
-    steps += [f"cd {shlex.quote(str(workdir))}", 'exec "$@"']
-    return [*dies_with_parent(), *UNSHARE, "sh", "-c", "\n".join(steps), "kernel", *argv]
+    steps += [f"cd {shlex.quote(str(plan.workdir))}", 'exec "$@"']
+    return [*dies_with_parent(), *UNSHARE, "sh", "-c", "\n".join(steps), "kernel",
+            *_reachable(argv)]
+
+
+def _reachable(argv: list[str]) -> list[str]:
+    """``argv`` with its program named by a path the sandbox shows: a ``.venv`` that is a link
+    to an environment elsewhere is bound back at the link's target, where the link itself (in
+    the hidden course folder) is gone. Only the folders are resolved: a virtual environment's
+    ``bin/python`` must keep its own name for Python to find the environment."""
+    program = Path(argv[0])
+    if not program.is_absolute():
+        return argv
+    return [str(program.parent.resolve() / program.name), *argv[1:]]
 
 
 def dies_with_parent() -> list[str]:
     """A prefix that kills the command when the grader dies, even by SIGKILL."""
     setpriv = shutil.which("setpriv")
     return [setpriv, "--pdeathsig", "KILL"] if setpriv and os.name == "posix" else []
+
+
+# --- the way in for this process: system calls ---------------------------------------------------
+
+_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
+_CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
+# statvfs flags -> the mount flags a remount inside a user namespace must keep (they are locked)
+_KEPT_FLAGS = ((0x2, _MS_NOSUID), (0x4, _MS_NODEV), (0x8, _MS_NOEXEC), (0x400, 0x400),
+               (0x800, 0x800), (0x1000, 0x200000))
+_PR_SET_PDEATHSIG = 1
+_libc = None
+
+
+def _call(name: str, *args) -> None:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(_libc, name)(*args) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{name}{args}: {os.strerror(errno)}")
+
+
+def _bytes(text: object) -> bytes | None:
+    return None if text is None else str(text).encode()
+
+
+def _mount(source: str | None, target: Path | str, fstype: str | None, flags: int,
+           data: str | None = None) -> None:
+    _call("mount", _bytes(source), _bytes(target), _bytes(fstype), ctypes.c_ulong(flags),
+          _bytes(data))
+
+
+def enter(plan: Plan) -> None:
+    """Take this process into new user, mount, network, IPC and pid namespaces laid out as
+    ``plan`` says. The process must have one thread (a forked child). The pid namespace holds
+    the process's *children*: fork once, and in the child call :func:`become_init`."""
+    uid, gid = os.getuid(), os.getgid()
+    _call("unshare", _CLONE_NEWUSER)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"),
+                       ("gid_map", f"0 {gid} 1")):
+        Path(f"/proc/self/{name}").write_text(text)
+    _call("unshare", _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWPID)
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    opened = [(os.open(p, os.O_PATH | os.O_DIRECTORY), p, ro) for p, ro in _bound_back(plan)]
+    for hidden in plan.hidden:
+        _mount("tmpfs", hidden, "tmpfs", 0, "mode=755")
+    if Path("/dev/shm").is_dir():
+        _mount("tmpfs", "/dev/shm", "tmpfs", 0, "mode=1777")
+    for covered in plan.covered_files:
+        _mount("/dev/null", covered, None, _MS_BIND)
+    for fd, path, read_only in opened:
+        path.mkdir(parents=True, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC)
+        if read_only:
+            locked = os.statvfs(path).f_flag
+            kept = sum(ms for st, ms in _KEPT_FLAGS if locked & st)
+            _mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | kept)
+        os.close(fd)
+    _loopback_up()
+    os.chdir(plan.workdir)
+
+
+def become_init() -> None:
+    """In the first child after :func:`enter`: show this pid namespace's processes in /proc,
+    and die with the parent (which the grader can kill)."""
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    _call("prctl", _PR_SET_PDEATHSIG, 9, 0, 0, 0)
+
+
+def _loopback_up() -> None:
+    """``ip link set lo up``, by ioctl: the network namespace starts with loopback down."""
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket() as sock:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, siocgifflags, request))[1]
+        fcntl.ioctl(sock, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))

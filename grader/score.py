@@ -1,5 +1,6 @@
-"""Where a grade is computed: one submission's score and status, from the executed notebook as
-the grader received it (never from a file the student's code could write)."""
+"""Where a grade is computed: one submission's score and status, from the test cells as the
+scoring kernel ran them (see grader/scoring.py: no student code runs there) and from how the
+student's own notebook ran; never from a file the student's code could write."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nbgrader.utils import determine_grade, is_grade
+from nbgrader.utils import determine_grade, is_grade, is_solution
 
 
 class Status(enum.StrEnum):
@@ -51,11 +52,18 @@ def max_score(notebook) -> float:
                if is_grade(c))
 
 
-def cell_scores(notebook) -> dict[str, float | None]:
-    """Each graded cell's automatic score (nbgrader's own rule: an error or anything on stderr
-    is 0, else the points; None when a person must grade it)."""
-    return {c["metadata"]["nbgrader"]["grade_id"]: determine_grade(c)[0]
-            for c in notebook.cells if is_grade(c)}
+def cell_scores(notebook, tests: dict[str, object]) -> dict[str, float | None]:
+    """Each graded cell's automatic score, by nbgrader's own rule (an error or anything on
+    stderr is 0, else the points; None when a person must grade it): a test cell as the scoring
+    kernel ran it (``tests``, by grade id), never as the student's kernel did."""
+    scores = {}
+    for cell in notebook.cells:
+        if not is_grade(cell):
+            continue
+        grade_id = cell["metadata"]["nbgrader"]["grade_id"]
+        scored = tests.get(grade_id, cell) if not is_solution(cell) else cell
+        scores[grade_id] = determine_grade(scored)[0]
+    return scores
 
 
 def hung_cells(notebook, interrupted: set[int]) -> list[str]:
@@ -73,18 +81,24 @@ def hung_cells(notebook, interrupted: set[int]) -> list[str]:
     return hung
 
 
-def judge(outcome: Outcome, notebook, *, died: bool, over_limit: bool,
-          interrupted: set[int], tampered: list[str]) -> Outcome:
-    """Fill ``outcome`` from the executed ``notebook`` and how its execution ended."""
+def judge(outcome: Outcome, notebook, scored, *, student, tampered: list[str]) -> Outcome:
+    """Fill ``outcome`` from the student's executed ``notebook`` and how its run (``student``,
+    an Execution) ended, and from the scoring run ``scored`` (a scoring.Scored)."""
+    scoring = scored.execution
     outcome.notes += tampered
-    outcome.cells = cell_scores(notebook)
-    # cells that never ran (the kernel died, or the limit came) have no error output, which
+    outcome.cells = cell_scores(notebook, scored.tests())
+    # cells that never ran (a kernel died, or the limit came) have no error output, which
     # nbgrader would count as a pass: such a submission scores 0, as nbgrader drops it
+    died = student.died or scoring.died
+    over_limit = student.over_limit or scoring.over_limit
     if died or over_limit:
         outcome.cells = dict.fromkeys(outcome.cells, 0.0)
     outcome.score = sum(s or 0.0 for s in outcome.cells.values())
-    hung = hung_cells(notebook, interrupted)
+    hung = hung_cells(notebook, student.interrupted) + hung_cells(scored.notebook,
+                                                                  scoring.interrupted)
     outcome.notes += [f"timed out in the cell starting {line!r}" for line in hung]
+    if scoring.died:
+        outcome.notes.append("the scoring kernel stopped before the last test")
     if over_limit:
         outcome.notes.append("the whole submission passed --limit")
         outcome.status = Status.TIMED_OUT

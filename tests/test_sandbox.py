@@ -19,7 +19,7 @@ def _inside(tmp_path: Path, code: str) -> subprocess.CompletedProcess:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     hidden = sandbox.hidden_paths([tmp_path / "out"])
-    command = sandbox.kernel_command([sys.executable, "-c", code], work, hidden)
+    command = sandbox.kernel_command(sandbox.plan(work, hidden), [sys.executable, "-c", code])
     return subprocess.run(command, capture_output=True, text=True, timeout=60)
 
 

@@ -1,0 +1,175 @@
+"""Inside the scoring kernel: the stand-ins for a submission's answers, and the rank host where
+its tests' ranks run.
+
+The grader runs, for each submission, the instructor's notebook in this kernel (see
+:mod:`grader.scoring`): first :func:`begin`, which reads the submission's answers and sends every
+``commlab.run`` of this kernel to a fresh rank host in the sandbox; then, for each answer cell,
+:func:`answer` stand-ins; then the test cells as the instructor wrote them; then :func:`end`.
+This kernel decides every score and runs no line of the student's code: the ranks do, and what
+they send back is read as data (:mod:`grader.wire`).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import pickle
+import sys
+from pathlib import Path
+from typing import Any
+
+from commlab import launch, processes
+from commlab.errors import CollectiveTimeout, CommlabError
+from commlab.result import RunResult
+from commlab.watch import STARTUP_LIMIT
+
+from . import answers, rankhost, sandbox, wire
+
+# What the forkserver imports once, so that each rank host starts with it loaded.
+PRELOAD = ["torch", "torch.distributed", "cloudpickle", "psutil", "commlab.worker",
+           "commlab.launch", "commlab.checks", "commlab.timeline", "grader.rankhost"]
+# Seconds a rank host may take to start (fork, enter the sandbox) before grading gives up on it.
+HOST_START_LIMIT = 60.0
+# Past the run's own timeout and the ranks' start, how long to wait for the host's answer.
+REPLY_GRACE = 30.0
+
+
+class RankHost:
+    """The scoring kernel's side of one rank host (see :mod:`grader.rankhost`)."""
+
+    def __init__(self, plan: sandbox.Plan | None):
+        self.plan = plan
+        self.process: Any = None
+        self.connection: Any = None
+
+    def start(self) -> None:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(PRELOAD)
+        processes._start_forkserver_quietly()
+        ours, theirs = context.Pipe(duplex=True)
+        process = context.Process(target=rankhost.serve, args=(theirs, self.plan),
+                                  daemon=True, name="commlab-rank-host")
+        try:
+            with processes._main_module_hidden():
+                process.start()
+        finally:
+            theirs.close()
+        self.process, self.connection = process, ours
+        reply = self._reply(HOST_START_LIMIT, "start")
+        if reply != rankhost.READY:
+            self.stop()
+            failure = wire.decode(reply)
+            raise CommlabError(f"The sandbox for the ranks could not be set up: {failure}")
+
+    def launch(self, payload: bytes, world_size: int, **options: Any) -> RunResult:
+        """``commlab.run`` of this kernel, done by the host (see commlab.launch)."""
+        if self.process is None:
+            self.start()
+        try:
+            self.connection.send_bytes(pickle.dumps((payload, world_size, options)))
+            reply = self._reply(options["timeout"] + STARTUP_LIMIT + REPLY_GRACE, "answer")
+        except BaseException:
+            self.stop()  # interrupted, or the host is gone: the next launch gets a new one
+            raise
+        outcome = wire.decode(reply)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def _reply(self, seconds: float, what: str) -> bytes:
+        if not self.connection.poll(seconds):
+            raise CollectiveTimeout(
+                f"The ranks' host did not {what} within {seconds:.0f} s; it was stopped.", {},
+                None)
+        try:
+            return self.connection.recv_bytes(wire.MAX_BYTES)
+        except (EOFError, OSError) as exc:
+            raise CommlabError(f"The ranks' host stopped before it could {what} "
+                               f"({type(exc).__name__}).") from None
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.connection.close()
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(10)
+        self.process.close()
+        self.process = self.connection = None
+
+
+_book: answers.Book | None = None
+_host: RankHost | None = None
+
+
+def _plan(data: dict | None) -> sandbox.Plan | None:
+    if data is None:
+        return None
+    return sandbox.Plan(tuple(map(Path, data["hidden"])), tuple(map(Path, data["readable"])),
+                        Path(data["workdir"]), tuple(map(Path, data["covered_files"])))
+
+
+def warm_up(plan: dict | None) -> None:
+    """Start the forkserver and run one function on two ranks through a rank host, as every
+    test will; raise if that does not work."""
+    host = RankHost(_plan(plan))
+    try:
+        launch.launch_elsewhere(host.launch)
+        done = launch.run(rankhost.every_rank_answers, 2, backend="gloo")
+        if done.returns != [0, 1]:
+            raise CommlabError(f"a warm-up run returned {done.returns}, not [0, 1]")
+    finally:
+        launch.launch_elsewhere(None)
+        host.stop()
+
+
+_kernel_names: set[str] | None = None  # the namespace before any submission
+
+
+def _forget_previous_submission() -> None:
+    """Remove from the kernel's namespace every name a previous submission's cells defined."""
+    global _kernel_names
+    namespace = vars(sys.modules["__main__"])
+    if _kernel_names is None:
+        _kernel_names = set(namespace)
+    for name in set(namespace) - _kernel_names - {"__scorer__"}:
+        del namespace[name]
+
+
+def begin(submission: str) -> None:
+    """Take the submission written at ``submission`` (answers, imports, the sandbox's plan)."""
+    global _book, _host
+    _forget_previous_submission()
+    data = json.loads(Path(submission).read_text())
+    _book = answers.Book([tuple(a) for a in data["answers"]], data["imports"])
+    _host = RankHost(_plan(data["plan"]))
+    launch.launch_elsewhere(_host.launch)
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None:
+        shell.events.register("pre_execute", _book.forget_bundle)
+
+
+def answer(grade_id: str, name: str) -> answers.Answer:
+    """The stand-in for ``name``, which the solution cell ``grade_id`` defines."""
+    if _book is None:
+        raise RuntimeError("begin() first")
+    return answers.Answer(_book, grade_id, name)
+
+
+def end() -> None:
+    """Stop the submission's rank host; forget its answers."""
+    global _book, _host
+    launch.launch_elsewhere(None)
+    if _host is not None:
+        _host.stop()
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None and _book is not None:
+        try:
+            shell.events.unregister("pre_execute", _book.forget_bundle)
+        except ValueError:
+            pass
+    _book = _host = None

@@ -1,0 +1,175 @@
+"""Where a score is decided: the instructor's notebook, run in a trusted kernel with the student's
+answers as stand-ins, and nothing else of the student's.
+
+For each submission the scoring kernel (one per worker, never sandboxed because it never runs
+student code) runs a notebook made from ``solutions/`` (hidden tests included):
+
+- a first cell that takes the submission (:func:`grader.scorer.begin`): its answer cells and
+  import lines, read here from the sanitized notebook as text, never run here;
+- every test cell, as the instructor wrote it;
+- for each answer cell, the solution cell's imports and a stand-in for each name it defines
+  (:mod:`grader.answers`): the student's code runs only in the ranks, in the sandbox;
+- from every other code cell, only its top-level imports, ``def``s, ``class``es and assignments
+  that call nothing: what tests and answers use, without re-running the chapter's examples.
+
+The student's other cells never run here. What the ranks send back is data (:mod:`grader.wire`);
+the test cells' checks, comparisons and byte counts run in this kernel, and nbgrader's own rule
+(an error or anything on stderr is 0) scores its test cells' outputs.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import copy
+import dataclasses
+import json
+from pathlib import Path
+
+import nbformat
+from IPython.core.inputtransformer2 import TransformerManager
+from nbgrader.utils import is_grade, is_solution
+
+from . import course, sandbox
+from .execute import Execution, run_in
+
+SCORER = "__scorer__"  # the kernel's name for grader.scorer (the seed skips names with "_")
+
+_DEFINING = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def is_test(cell) -> bool:
+    """A test cell: graded, and not itself an answer (a manually graded answer is one)."""
+    return cell.cell_type == "code" and is_grade(cell) and not is_solution(cell)
+
+
+def is_answer(cell) -> bool:
+    return cell.cell_type == "code" and is_solution(cell) and not is_grade(cell)
+
+
+def _grade_id(cell) -> str:
+    return cell.metadata["nbgrader"]["grade_id"]
+
+
+def _tree(source: str) -> tuple[ast.Module, list[str]] | None:
+    """A cell's code as Python (IPython's magics turned into calls) and its lines; None if it
+    does not parse."""
+    try:
+        python = TransformerManager().transform_cell(source)
+        return ast.parse(python), python.splitlines()
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _text(node: ast.stmt, lines: list[str]) -> str:
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    return "\n".join(lines[first - 1:node.end_lineno])
+
+
+def _calls_nothing(node: ast.stmt) -> bool:
+    value = getattr(node, "value", None)
+    return isinstance(node, (ast.Assign, ast.AnnAssign)) and value is not None and not any(
+        isinstance(n, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom)) for n in ast.walk(value))
+
+
+def definitions(source: str) -> str:
+    """The top-level imports, ``def``s, ``class``es and call-free assignments of a cell."""
+    parsed = _tree(source)
+    if parsed is None:
+        return ""
+    tree, lines = parsed
+    return "\n".join(_text(node, lines) for node in tree.body
+                     if isinstance(node, _DEFINING) or _calls_nothing(node))
+
+
+def imports(source: str) -> list[str]:
+    """The top-level import lines of a cell."""
+    parsed = _tree(source)
+    if parsed is None:
+        return []
+    tree, lines = parsed
+    return [_text(node, lines) for node in tree.body
+            if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+def defined_names(source: str) -> list[str]:
+    """The names a solution cell defines with ``def`` or ``class``."""
+    parsed = _tree(source)
+    if parsed is None:
+        return []
+    return [node.name for node in parsed[0].body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+def submission_data(submitted, plan: sandbox.Plan | None) -> dict:
+    """What the scoring kernel takes of a submission: the student's answer cells (grade id,
+    source), the import lines of their other cells, the rank host's sandbox. Text only."""
+    answers = [(_grade_id(c), c.source) for c in submitted.cells if is_answer(c)]
+    lines = [line for c in submitted.cells if c.cell_type == "code" and not is_test(c)
+             and not is_answer(c) for line in imports(c.source)]
+    return {"answers": answers, "imports": list(dict.fromkeys(lines)),
+            "plan": None if plan is None else {
+                "hidden": [str(p) for p in plan.hidden],
+                "readable": [str(p) for p in plan.readable],
+                "workdir": str(plan.workdir),
+                "covered_files": [str(p) for p in plan.covered_files]}}
+
+
+def scoring_notebook(chapter: str, submission_file: Path):
+    """The notebook the scoring kernel runs for one submission of ``chapter``."""
+    source = nbformat.read(course.SOLUTIONS / chapter / f"{chapter}.ipynb", as_version=4)
+    new = nbformat.v4.new_code_cell
+    cells = [new(f"import grader.scorer as {SCORER}\n"
+                 f"{SCORER}.begin({str(submission_file)!r})")]
+    for cell in source.cells:
+        if cell.cell_type != "code":
+            continue
+        if is_test(cell):
+            test = copy.deepcopy(cell)
+            test.outputs, test.execution_count = [], None
+            cells.append(test)
+        elif is_answer(cell):
+            stand_ins = [*imports(cell.source)] + [
+                f"{name} = {SCORER}.answer({_grade_id(cell)!r}, {name!r})"
+                for name in defined_names(cell.source)]
+            cells.append(new("\n".join(stand_ins)))
+        elif code := definitions(cell.source):
+            cells.append(new(code))
+    cells.append(new(f"{SCORER}.end()"))
+    notebook = nbformat.v4.new_notebook(cells=cells, metadata=source.metadata)
+    return notebook
+
+
+@dataclasses.dataclass
+class Scored:
+    """The scoring run of one submission: its notebook (test cells with their outputs) and how
+    the run ended."""
+
+    notebook: object
+    execution: Execution
+
+    def tests(self) -> dict[str, object]:
+        """grade id -> the executed test cell."""
+        return {_grade_id(c): c for c in self.notebook.cells if is_test(c)}
+
+
+async def score(chapter: str, submitted, kernel, config, limit: float, folder: Path,
+                plan: sandbox.Plan | None) -> Scored:
+    """Run the scoring notebook of ``submitted`` (the sanitized notebook) on the scoring
+    ``kernel``; ``folder`` receives the submission's data, ``plan`` is the rank host's sandbox."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if plan is not None:
+        plan.workdir.mkdir(parents=True, exist_ok=True)
+    data = folder / "submission.json"
+    data.write_text(json.dumps(submission_data(submitted, plan)))
+    notebook = scoring_notebook(chapter, data)
+    done = await run_in(notebook, kernel, config, limit,
+                        phase=lambda cell: "tests" if is_test(cell) else "scoring set-up")
+    if not done.died:  # a cell stopped at the limit may leave the host running: stop it
+        try:
+            await asyncio.wait_for(kernel.kc.execute_interactive(
+                f"{SCORER}.end()", silent=True, store_history=False, timeout=30,
+                output_hook=lambda _: None), timeout=40)
+        except Exception:  # noqa: BLE001 - the kernel is restarted when it cannot answer
+            done.died = True
+    return Scored(notebook, done)
