@@ -65,10 +65,11 @@ class _Client(Execute):
 class Execution:
     """How running the cells ended, as the trusted side saw it."""
 
-    died: bool = False
+    died: bool = False  # the kernel ended, or spoke in a way the grader cannot read
     over_limit: bool = False
     interrupted: set[int] = field(default_factory=set)
     seconds: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 async def run_in(notebook, kernel: Kernel, config, limit: float,
@@ -100,6 +101,11 @@ async def run_in(notebook, kernel: Kernel, config, limit: float,
         done.died = True
     except TimeoutError:
         done.over_limit = True
+    except Exception as exc:  # noqa: BLE001 - a kernel whose messages break the protocol
+        # (student code can write anything into its kernel's sockets): treated as a dead kernel
+        done.died = True
+        done.notes.append(f"the kernel sent what the grader cannot read "
+                          f"({type(exc).__name__}: {str(exc)[:100]})")
     return done
 
 

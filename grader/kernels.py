@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+import zmq
+import zmq.asyncio
 from jupyter_client.manager import AsyncKernelManager
 
 # Runs before the student's first cell, without a history entry or an output, and binds no
@@ -30,6 +32,9 @@ class KernelStartError(RuntimeError):
 # A Unix socket's path holds at most 107 bytes; the kernel's sockets are <folder>/s-<port>.
 SOCKET_PATH_LIMIT = 100
 START_LIMIT = 120  # seconds; a busy machine can take tens of seconds to import torch
+# A message from a kernel larger than this disconnects it: a student's kernel can send anything,
+# and the grader must not hold gigabytes for it (nbgrader keeps far less of any output).
+MAX_MESSAGE_BYTES = 64 * 2**20
 
 
 class WrappedKernelManager(AsyncKernelManager):
@@ -47,6 +52,7 @@ class Kernel:
     km: WrappedKernelManager
     kc: object
     folder: Path
+    context: zmq.asyncio.Context | None = None
     seconds_to_start: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -72,6 +78,8 @@ class Kernel:
                 pass
         await self.km.shutdown_kernel(now=True)
         await asyncio.to_thread(psutil.wait_procs, family, timeout=30)
+        if self.context is not None:
+            self.context.destroy(linger=0)
 
 
 def _matplotlib_cache(folder: Path) -> Path:
@@ -100,8 +108,10 @@ async def start(folder: Path, wrap: Callable[[Path], Callable] | None,
     if len(str(sockets)) > SOCKET_PATH_LIMIT:
         raise RuntimeError(f"the kernel's sockets would be {sockets}-N, longer than a socket "
                            f"path may be; set TMPDIR to a shorter folder (e.g. /tmp)")
+    context = zmq.asyncio.Context()
+    context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
     km = WrappedKernelManager(kernel_name="python3", transport="ipc", ip=str(sockets),
-                              connection_file=str(folder / "kernel.json"))
+                              connection_file=str(folder / "kernel.json"), context=context)
     km.wrap = wrap(folder) if wrap else None
     # what the kernel and the ranks print outside cells goes to a log (kept with --keep)
     with open(folder / "kernel.log", "wb") as log:
@@ -109,7 +119,7 @@ async def start(folder: Path, wrap: Callable[[Path], Callable] | None,
                               extra_arguments=["--HistoryManager.hist_file=:memory:"])
     kc = km.client()
     kc.start_channels()
-    kernel = Kernel(km, kc, folder)
+    kernel = Kernel(km, kc, folder, context=context)
     try:
         await kc.wait_for_ready(timeout=START_LIMIT)
         before_warm_up()

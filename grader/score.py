@@ -85,7 +85,7 @@ def judge(outcome: Outcome, notebook, scored, *, student, tampered: list[str]) -
     """Fill ``outcome`` from the student's executed ``notebook`` and how its run (``student``,
     an Execution) ended, and from the scoring run ``scored`` (a scoring.Scored)."""
     scoring = scored.execution
-    outcome.notes += tampered
+    outcome.notes += tampered + student.notes + scoring.notes
     outcome.cells = cell_scores(notebook, scored.tests())
     # cells that never ran (a kernel died, or the limit came) have no error output, which
     # nbgrader would count as a pass: such a submission scores 0, as nbgrader drops it

@@ -128,6 +128,119 @@ NETWORK = (
     "    print('network:', type(err).__name__)\n")
 
 
+# Hostile submissions with no answer (every exercise still raises NotImplementedError): each
+# reaches for whatever decides a score from where a student's code runs.
+
+# An extra cell: every check of commlab.checks, and the name the tests call it by, pass.
+REBINDS_THE_CHECKS = '''\
+import commlab.checks
+for name in dir(commlab.checks):
+    if not name.startswith("__") and callable(getattr(commlab.checks, name)) \\
+            and not isinstance(getattr(commlab.checks, name), type):
+        setattr(commlab.checks, name, lambda *args, **kwargs: Anything())
+
+class Anything:
+    def __getattr__(self, name):
+        return Anything()
+
+    def __call__(self, *args, **kwargs):
+        return Anything()
+
+checks = Anything()
+print("rebound every check")
+'''
+
+# An extra cell: no cell of this kernel shows an error any more, and stderr is swallowed (a
+# grader that scored the student's own kernel would see every test cell pass).
+SILENCES_ERRORS = '''\
+import io, sys
+shell = get_ipython()
+shell.showtraceback = shell._showtraceback = lambda *args, **kwargs: None
+execute = shell.kernel.do_execute
+
+async def every_cell_succeeds(*args, **kwargs):
+    reply = await execute(*args, **kwargs)
+    return {"status": "ok", "execution_count": reply.get("execution_count"),
+            "user_expressions": {}, "payload": []}
+
+shell.kernel.do_execute = every_cell_succeeds
+sys.stderr = io.StringIO()
+print("errors silenced")
+'''
+
+# The answer cell itself: patches the comparisons wherever it runs, keeps the stub.
+PATCHES_IN_ITS_ANSWER = '''\
+import torch, commlab.checks
+commlab.checks.same = lambda *args, **kwargs: True
+commlab.checks.expect_per_rank = lambda *args, **kwargs: None
+torch.allclose = torch.equal = lambda *args, **kwargs: True
+
+def whoami():
+    """Return {"rank": ..., "world_size": ..., "backend": ...} of the calling rank."""
+    # YOUR CODE HERE
+    raise NotImplementedError()
+'''
+
+# The answer cell: kills every process it can see and writes forged replies into every
+# descriptor it holds, when the ranks define it.
+ATTACKS_THE_GRADER = '''\
+import os, signal
+for fd in range(3, 256):
+    try:
+        os.write(fd, b"\\x10\\x00\\x00\\x00forged-reply-----")
+    except OSError:
+        pass
+for pid in os.listdir("/proc"):
+    if pid.isdigit() and int(pid) != os.getpid():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except OSError:
+            pass
+
+def whoami():
+    raise NotImplementedError()
+'''
+
+# The answer: looks for hidden tests, solutions and gradebooks from the ranks, and returns what
+# it found (the test's failure message shows it).
+SNOOPS_FROM_ITS_ANSWER = '''\
+def whoami():
+    import os, sys
+    hidden = ("BEGIN " + "HIDDEN TESTS").encode()
+    found, seen = [], 0
+    for top, dirs, files in os.walk("/"):
+        if top in ("/proc", "/sys", "/dev", "/usr", sys.prefix, sys.base_prefix):
+            dirs[:] = []
+            continue
+        seen += len(files)
+        for name in files:
+            if name.endswith((".ipynb", ".db", ".json")):
+                try:
+                    with open(os.path.join(top, name), "rb") as f:
+                        data = f.read(2_000_000)
+                except OSError:
+                    continue
+                course = hidden in data and b"commlab" in data
+                if course or (data.startswith(b"SQLite format 3") and b"00_launching" in data):
+                    found.append(os.path.join(top, name))
+    return {"seen": seen, "found": found}
+'''
+
+
+def hostile() -> dict[str, tuple[object, str | None, float]]:
+    """student -> (notebook, status or None, score): no answer, and something hostile."""
+    return {
+        "rebinds_the_checks": (_after(release(), "00-whoami", REBINDS_THE_CHECKS), "graded", 0.0),
+        "silences_errors": (_after(release(), "00-whoami", SILENCES_ERRORS), "graded", 0.0),
+        "patches_in_its_answer": (_with_answer("00-whoami", PATCHES_IN_ITS_ANSWER, release()),
+                                  "graded", 0.0),
+        "attacks_the_grader": (_with_answer("00-whoami", ATTACKS_THE_GRADER, release()), None,
+                               0.0),
+        "snoops_from_its_answer": (_with_answer("00-whoami", SNOOPS_FROM_ITS_ANSWER, release()),
+                                   "graded", 0.0),
+    }
+
+
 def _tampered() -> dict[str, tuple[object, str, float]]:
     edited = correct()
     edited.cells[_cell_index(edited, "00-whoami-test")].source = "pass"
@@ -141,8 +254,9 @@ def _tampered() -> dict[str, tuple[object, str, float]]:
             "duplicates_a_test": (duplicated, "tests tampered with", 2.0)}
 
 
-def cases(with_slow_cases: bool = True) -> dict[str, tuple[object, str, float | None]]:
-    """student -> (notebook or text, expected status, expected score or None)."""
+def cases(with_slow_cases: bool = True) -> dict[str, tuple[object, str | None, float | None]]:
+    """student -> (notebook or text, expected status or None, expected score or None: None
+    when only the other matters)."""
     full = 2.0
     found: dict[str, tuple[object, str, float | None]] = {
         "correct": (correct(), "graded", full),
@@ -161,6 +275,7 @@ def cases(with_slow_cases: bool = True) -> dict[str, tuple[object, str, float | 
                    "graded", full),
         "rewrites_scores": (_after(release(), "00-whoami", REWRITER), "graded", 0.0),
         **_tampered(),
+        **hostile(),
     }
     if with_slow_cases:
         found["loops_forever"] = (_after(correct(), "00-whoami", "while True:\n    pass"),
