@@ -316,8 +316,8 @@ def grade_class(submissions: Path, out: Path, settings: Settings | None = None) 
             batch.outcomes = asyncio.run(_grade_all(run, todo, chapters, batch.seconds))
         if run.error:
             left = len(todo) - len(batch.outcomes)
-            batch.kernel_error = (f"{run.error}\n{len(batch.outcomes)} submissions were graded "
-                                  f"and are in {out / 'grades.csv'}; {left} were not.")
+            batch.kernel_error = (f"{run.error}\nGraded and written to {out / 'grades.csv'}: "
+                                  f"{len(batch.outcomes)} submission(s); not graded: {left}.")
         batch.outcomes += [Outcome(s, c, max_score=run.max_scores.get(c, 0.0))
                            for s, c in keys if (s, c) not in by_key]
         batch.outcomes.sort(key=lambda o: (o.student, o.chapter))

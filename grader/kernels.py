@@ -106,8 +106,9 @@ async def start(folder: Path, wrap: Callable[[Path], Callable] | None,
     env = {**env, "MPLCONFIGDIR": str(_matplotlib_cache(folder))}
     sockets = folder / "s"
     if len(str(sockets)) > SOCKET_PATH_LIMIT:
-        raise RuntimeError(f"the kernel's sockets would be {sockets}-N, longer than a socket "
-                           f"path may be; set TMPDIR to a shorter folder (e.g. /tmp)")
+        raise KernelStartError(f"Grading stopped: the kernels' sockets would be {sockets}-N, "
+                               "longer than a socket path may be. Set TMPDIR to a shorter "
+                               "folder (e.g. TMPDIR=/tmp) and grade again.")
     context = zmq.asyncio.Context()
     context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
     km = WrappedKernelManager(kernel_name="python3", transport="ipc", ip=str(sockets),

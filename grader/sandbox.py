@@ -66,13 +66,32 @@ def available() -> bool:
         return False
 
 
+def _needed() -> list[Path]:
+    """This Python environment and the commlab package, as this process names them."""
+    commlab = importlib.util.find_spec("commlab")
+    paths = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent]
+    if commlab is not None and commlab.origin:
+        paths.append(Path(commlab.origin).parent.parent)
+    return paths
+
+
 def readable_paths() -> list[Path]:
     """What student code needs to see: this Python environment and the commlab package."""
-    commlab = importlib.util.find_spec("commlab")
-    paths = [Path(sys.prefix), Path(sys.base_prefix)]
-    if commlab is not None and commlab.origin:
-        paths.append(Path(commlab.origin).resolve().parent.parent)
-    return [p.resolve() for p in paths]
+    return [p.resolve() for p in _needed()]
+
+
+def _links(hidden: list[Path]) -> list[tuple[Path, Path]]:
+    """(link, target) for each symbolic link on the way to what student code needs that lies in
+    a hidden folder (a ``.venv`` that links to a shared environment): made again inside, so that
+    the paths this process knows (sys.path, modules' ``__path__``) lead there too."""
+    links = {}
+    for path in _needed():
+        step = Path(path.anchor)
+        for part in path.parts[1:]:
+            step = step / part
+            if step.is_symlink() and any(step.is_relative_to(h) for h in hidden):
+                links[step] = step.resolve()
+    return sorted(links.items())
 
 
 # What every process needs and holds nothing of the course's: the system's programs, libraries
@@ -105,13 +124,14 @@ class Plan:
     hidden: folders covered by an empty one; readable: folders bound back read-only at their own
     path (those a hidden folder covers); workdir: the process's own folder, bound back writable,
     its working directory; covered_files: files outside every hidden folder, covered by
-    /dev/null.
+    /dev/null; links: symbolic links on the way to readable folders, made again inside.
     """
 
     hidden: tuple[Path, ...]
     readable: tuple[Path, ...]
     workdir: Path
     covered_files: tuple[Path, ...] = ()
+    links: tuple[tuple[Path, Path], ...] = ()  # (link, target), made again inside
 
 
 def plan(workdir: Path, hidden: list[Path], hidden_files: list[Path] = ()) -> Plan:
@@ -121,7 +141,8 @@ def plan(workdir: Path, hidden: list[Path], hidden_files: list[Path] = ()) -> Pl
     files = [f.resolve() for f in hidden_files
              if f.exists() and not any(f.resolve().is_relative_to(h) for h in hidden)]
     # fds 4 to 8 hold the kept folders while the shell's mounts cover them
-    return Plan(tuple(hidden), tuple(_outermost(keep))[:5], workdir.resolve(), tuple(files))
+    return Plan(tuple(hidden), tuple(_outermost(keep))[:5], workdir.resolve(), tuple(files),
+                tuple(_links(hidden)))
 
 
 def _bound_back(plan: Plan) -> list[tuple[Path, bool]]:
@@ -148,20 +169,11 @@ def kernel_command(plan: Plan, argv: list[str]) -> list[str]:
         if read_only:
             steps.append(f"mount -c -o remount,bind,ro {target}")
     steps += [f"exec {fd}<&-" for fd, _ in opened]
+    for link, target in plan.links:
+        steps += [f"mkdir -p {shlex.quote(str(link.parent))}",
+                  f"ln -sfn {shlex.quote(str(target))} {shlex.quote(str(link))}"]
     steps += [f"cd {shlex.quote(str(plan.workdir))}", 'exec "$@"']
-    return [*dies_with_parent(), *UNSHARE, "sh", "-c", "\n".join(steps), "kernel",
-            *_reachable(argv)]
-
-
-def _reachable(argv: list[str]) -> list[str]:
-    """``argv`` with its program named by a path the sandbox shows: a ``.venv`` that is a link
-    to an environment elsewhere is bound back at the link's target, where the link itself (in
-    the hidden course folder) is gone. Only the folders are resolved: a virtual environment's
-    ``bin/python`` must keep its own name for Python to find the environment."""
-    program = Path(argv[0])
-    if not program.is_absolute():
-        return argv
-    return [str(program.parent.resolve() / program.name), *argv[1:]]
+    return [*dies_with_parent(), *UNSHARE, "sh", "-c", "\n".join(steps), "kernel", *argv]
 
 
 def dies_with_parent() -> list[str]:
@@ -228,6 +240,9 @@ def enter(plan: Plan) -> None:
             kept = sum(ms for st, ms in _KEPT_FLAGS if locked & st)
             _mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | kept)
         os.close(fd)
+    for link, target in plan.links:
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target)
     _loopback_up()
     os.chdir(plan.workdir)
 

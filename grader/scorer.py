@@ -106,7 +106,8 @@ def _plan(data: dict | None) -> sandbox.Plan | None:
     if data is None:
         return None
     return sandbox.Plan(tuple(map(Path, data["hidden"])), tuple(map(Path, data["readable"])),
-                        Path(data["workdir"]), tuple(map(Path, data["covered_files"])))
+                        Path(data["workdir"]), tuple(map(Path, data["covered_files"])),
+                        tuple((Path(a), Path(b)) for a, b in data["links"]))
 
 
 def warm_up(plan: dict | None) -> None:

@@ -112,7 +112,8 @@ def submission_data(submitted, plan: sandbox.Plan | None) -> dict:
                 "hidden": [str(p) for p in plan.hidden],
                 "readable": [str(p) for p in plan.readable],
                 "workdir": str(plan.workdir),
-                "covered_files": [str(p) for p in plan.covered_files]}}
+                "covered_files": [str(p) for p in plan.covered_files],
+                "links": [[str(a), str(b)] for a, b in plan.links]}}
 
 
 def scoring_notebook(chapter: str, submission_file: Path):

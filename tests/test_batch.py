@@ -156,3 +156,72 @@ def test_a_batch_without_the_sandbox_says_so_in_the_notes(unsandboxed_into_an_ol
     _, out = unsandboxed_into_an_older_gradebook
     notes = json.loads((out / "notes.json").read_text())
     assert "without the sandbox" in " ".join(notes["batch"])
+
+
+# Python imports sitecustomize from PYTHONPATH at start-up: a real environment that breaks one
+# kernel (the second student's kernel to start) or every kernel's commlab.
+BREAKS_THE_SECOND_KERNEL = '''\
+import os, sys
+if any("ipykernel_launcher" in arg for arg in sys.orig_argv) and \\
+        os.path.basename(os.getcwd()).startswith("k"):
+    count = os.path.join(os.path.dirname(__file__), "kernels")
+    started = len(open(count).read()) if os.path.exists(count) else 0
+    open(count, "a").write("k")
+    if started == 1:
+        raise SystemExit("simulated broken environment")
+'''
+BREAKS_COMMLAB_IN_KERNELS = '''\
+import os, sys
+if any("ipykernel_launcher" in arg for arg in sys.orig_argv):
+    os.environ["COMMLAB_WORKER"] = "1"  # commlab.run then refuses to start ranks
+'''
+
+
+def _grade_with(tmp_path: Path, short_root: Path, site: str,
+                students: list[str]) -> subprocess.CompletedProcess:
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(site)
+    for student in students:
+        write(tmp_path / "class", student, correct())
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"), TMPDIR=str(short_root))
+    # without the sandbox: it would hide the folder of sitecustomize from the kernels
+    return subprocess.run(
+        [sys.executable, "-m", "grader", "grade", str(tmp_path / "class"), str(tmp_path / "out"),
+         "--jobs", "1", "--no-sandbox", "--gradebook", str(tmp_path / "gradebook.db")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_a_kernel_that_cannot_start_stops_the_batch_in_plain_words_and_keeps_what_was_graded(
+        tmp_path, short_root):
+    done = _grade_with(tmp_path, short_root, BREAKS_THE_SECOND_KERNEL, ["ann", "ben"])
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "Grading stopped: a student's kernel" in done.stderr
+    assert "simulated broken environment" in done.stderr  # the end of its log
+    assert "What to try" in done.stderr and "not graded: 1" in done.stderr
+    assert _rows(tmp_path / "out") == {"ann": {"student": "ann", "chapter": CHAPTER,
+                                               "score": "2", "max_score": "2",
+                                               "status": "graded"}}
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
+        assert gb.find_submission(CHAPTER, "ann").score == 2.0
+
+
+@pytest.mark.slow
+def test_a_failed_warm_up_is_reported(tmp_path, short_root):
+    done = _grade_with(tmp_path, short_root, BREAKS_COMMLAB_IN_KERNELS, ["ann"])
+    assert done.returncode == 1
+    assert "could not run a function on two ranks" in done.stderr, done.stderr
+    assert "commlab.run was called inside a rank" in done.stderr
+
+
+def test_out_and_the_gradebook_folder_must_be_writable_before_anything_is_graded(tmp_path,
+                                                                               capsys):
+    write(tmp_path / "class", "ann", correct())
+    (tmp_path / "a-file").write_text("not a folder")
+    for out, db in ((tmp_path / "a-file" / "out", tmp_path / "gradebook.db"),
+                    (tmp_path / "out", tmp_path / "a-file" / "gradebook.db")):
+        code = cli.main(["grade", str(tmp_path / "class"), str(out), "--gradebook", str(db)])
+        assert code == 2
+        assert "Nothing was graded" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "grades.csv").exists()
