@@ -52,23 +52,31 @@ def ours(submissions: Path, scratch: Path, jobs: int) -> batch.Batch:
     return batch.grade_class(submissions, scratch / f"out-{jobs}", settings)
 
 
+# Each submission's phases: the student's kernel (its cells, for the feedback page), then the
+# worker's scoring kernel (waiting for it, taking the submission and the chapter's definitions,
+# the test cells), then the feedback page.
+PHASES = ["kernel start", "sanitize", "cells", "kernel stop", "scoring wait", "scoring set-up",
+          "tests", "feedback"]
+
+
 def executing(result: batch.Batch) -> float:
-    return sum(o.phases.get("cells", 0) + o.phases.get("tests", 0) for o in result.outcomes)
+    return sum(o.phases.get("cells", 0) + o.phases.get("scoring set-up", 0)
+               + o.phases.get("tests", 0) for o in result.outcomes)
 
 
 def report(result: batch.Batch, jobs: int) -> float:
     """Print each submission's phases; return the batch's fixed cost."""
-    names = ["kernel start", "sanitize", "cells", "tests", "kernel stop", "feedback"]
+    names = PHASES
     print(f"\n  make grade, --jobs {jobs}: phases per submission (seconds)")
-    print("    chapter                  status     score  " + "  ".join(f"{n:>12}" for n in names))
+    print("    chapter                  status     score  " + "  ".join(f"{n:>14}" for n in names))
     for o in result.outcomes:
         print(f"    {o.chapter:<24} {o.status.value:<10} {o.score:g}/{o.max_score:g}  "
-              + "  ".join(f"{o.phases.get(n, 0):12.2f}" for n in names))
+              + "  ".join(f"{o.phases.get(n, 0):14.2f}" for n in names))
     fixed = result.seconds["total"] - executing(result) / jobs
     print(f"    batch: {result.seconds['total']:.1f} s; template "
           f"{result.seconds['template']:.1f} s, bookkeeping "
           f"{result.seconds['bookkeeping']:.1f} s; fixed cost (all but executing "
-          f"notebooks: total - cells and tests / jobs) {fixed:.1f} s")
+          f"notebooks: total - (cells + scoring set-up + tests) / jobs) {fixed:.1f} s")
     return fixed
 
 

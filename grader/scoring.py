@@ -19,7 +19,6 @@ the test cells' checks, comparisons and byte counts run in this kernel, and nbgr
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import copy
 import dataclasses
@@ -27,16 +26,14 @@ import json
 from pathlib import Path
 
 import nbformat
-from IPython.core.inputtransformer2 import TransformerManager
 from nbgrader.utils import is_grade, is_solution
+
+from commlab.cells import defined_names, definitions, imports
 
 from . import course, sandbox
 from .execute import Execution, run_in
 
 SCORER = "__scorer__"  # the kernel's name for grader.scorer (the seed skips names with "_")
-
-_DEFINING = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
 
 def is_test(cell) -> bool:
     """A test cell: graded, and not itself an answer (a manually graded answer is one)."""
@@ -49,56 +46,6 @@ def is_answer(cell) -> bool:
 
 def _grade_id(cell) -> str:
     return cell.metadata["nbgrader"]["grade_id"]
-
-
-def _tree(source: str) -> tuple[ast.Module, list[str]] | None:
-    """A cell's code as Python (IPython's magics turned into calls) and its lines; None if it
-    does not parse."""
-    try:
-        python = TransformerManager().transform_cell(source)
-        return ast.parse(python), python.splitlines()
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
-def _text(node: ast.stmt, lines: list[str]) -> str:
-    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-    return "\n".join(lines[first - 1:node.end_lineno])
-
-
-def _calls_nothing(node: ast.stmt) -> bool:
-    value = getattr(node, "value", None)
-    return isinstance(node, (ast.Assign, ast.AnnAssign)) and value is not None and not any(
-        isinstance(n, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom)) for n in ast.walk(value))
-
-
-def definitions(source: str) -> str:
-    """The top-level imports, ``def``s, ``class``es and call-free assignments of a cell."""
-    parsed = _tree(source)
-    if parsed is None:
-        return ""
-    tree, lines = parsed
-    return "\n".join(_text(node, lines) for node in tree.body
-                     if isinstance(node, _DEFINING) or _calls_nothing(node))
-
-
-def imports(source: str) -> list[str]:
-    """The top-level import lines of a cell."""
-    parsed = _tree(source)
-    if parsed is None:
-        return []
-    tree, lines = parsed
-    return [_text(node, lines) for node in tree.body
-            if isinstance(node, (ast.Import, ast.ImportFrom))]
-
-
-def defined_names(source: str) -> list[str]:
-    """The names a solution cell defines with ``def`` or ``class``."""
-    parsed = _tree(source)
-    if parsed is None:
-        return []
-    return [node.name for node in parsed[0].body
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
 
 
 def submission_data(submitted, plan: sandbox.Plan | None) -> dict:

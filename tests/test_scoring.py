@@ -13,7 +13,7 @@ import nbformat
 import pytest
 import torch
 
-from commlab import errors
+from commlab import cells, errors
 from commlab.result import RunResult
 from commlab.timeline import Span
 from commlab.trace import Call, TensorInfo
@@ -65,15 +65,15 @@ def test_other_cells_give_only_their_definitions():
               "    pass\n"
               "result = commlab.run(example, 4)\n"
               "result\n")
-    kept = scoring.definitions(source)
+    kept = cells.definitions(source)
     assert kept.splitlines() == ["import math", "SIZES = [(3, 4), (2, 2)]", "@functools.cache",
                                  "def helper(x):", "    return x", "class Probe:", "    pass"]
 
 
 def test_magics_and_broken_cells_give_nothing_and_do_not_fail():
-    assert scoring.definitions("%matplotlib inline\nimport os") == "import os"
-    assert scoring.definitions("def broken(:\n    pass") == ""
-    assert scoring.imports("(" * 200_000) == []
+    assert cells.definitions("%matplotlib inline\nimport os") == "import os"
+    assert cells.definitions("def broken(:\n    pass") == ""
+    assert cells.imports("(" * 200_000) == []
 
 
 # --- what comes back from the ranks --------------------------------------------------------------
