@@ -190,6 +190,55 @@ def train_zero3(model, batches, lr=0.1):
         ["the bytes your code sent with each kind of call should be\n    {'scatter': 972, "
          "'all_gather_into_tensor': 3888, 'reduce_scatter_tensor': 3888, 'all_reduce': 48}\n"
          "but it is\n    {'scatter': 972, 'all_gather_into_tensor': 3888, 'all_reduce': 15600}"]),
+    # 16_context_parallel
+    "16-ring-attention": (
+        "16_context_parallel",
+        # right values and bytes, but each transfer starts after the block's attention: no overlap
+        '''
+def ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    output = lse = None
+    for step in range(world_size):
+        output, lse = merge_blocks(output, lse, *block_attention(q, k, v))
+        if step < world_size - 1:
+            next_k, next_v = torch.empty_like(k), torch.empty_like(v)
+            ops = [dist.P2POp(dist.isend, k, (rank + 1) % world_size),
+                   dist.P2POp(dist.isend, v, (rank + 1) % world_size),
+                   dist.P2POp(dist.irecv, next_k, (rank - 1) % world_size),
+                   dist.P2POp(dist.irecv, next_v, (rank - 1) % world_size)]
+            for handle in dist.batch_isend_irecv(ops):
+                handle.wait()
+            k, v = next_k, next_v
+    return output
+''',
+        ["for each step but the last, (its batch_isend_irecv was started before that step's "
+         "block_attention began, and waited for after it ended) should be\n"
+         "    [(True, True), (True, True), (True, True)]\nbut it is\n"
+         "    [(False, True), (False, True), (False, True)]"]),
+    "16-ulysses-relayout": (
+        "16_context_parallel",
+        # the all-to-all is right, but its splits (one per source rank) are not put back in
+        # position order: the positions of each head come out interleaved with the other head's
+        '''
+def sequence_to_heads(x):
+    world_size = dist.get_world_size()
+    heads, block, head_dim = x.shape
+    output = torch.empty_like(x)
+    dist.all_to_all_single(output, x)
+    return output.reshape(heads // world_size, world_size * block, head_dim)
+
+def heads_to_sequence(y):
+    world_size = dist.get_world_size()
+    heads, seq_len, head_dim = y.shape
+    block = seq_len // world_size
+    input = y.reshape(heads, world_size, block, head_dim).transpose(0, 1).contiguous()
+    output = torch.empty_like(input)
+    dist.all_to_all_single(output, input)
+    return output.reshape(world_size * heads, block, head_dim)
+''',
+        ["On rank 0 (world_size=4, which='sequence_to_heads', heads=8, seq_len=8, head_dim=2, "
+         "dtype=torch.float32), sequence_to_heads(x) (this rank's heads, every position) should "
+         "be"]),
 }
 
 

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from .result import RunResult
     from .trace import Call
 
+# Point-to-point calls that return work handles without an async_op argument: drawn in flight,
+# from the call to the wait, like collectives called with async_op=True.
+IN_FLIGHT = ("isend", "irecv", "batch_isend_irecv")
+
 # Computation is drawn in greys and sand, so that the ranks' colours mean communication.
 SPAN_COLORS = ("#BBBBBB", "#DDCC77", "#E0E0E0", "#CCBB99", "#999999")
 
@@ -81,7 +85,7 @@ def _draw_calls(ax, calls: list[Call], lane: float, origin: float, color: str,
             continue
         start = (call.started - origin) * scale
         width = max((_finished(call) - call.started) * scale, 0.002 * ax.get_xlim()[1])
-        if call.async_op:
+        if call.async_op or call.op in IN_FLIGHT:
             # in flight: from the moment it was started until the rank waited for it
             ax.barh(lane, width, left=start, height=0.32, color="white", edgecolor=color,
                     hatch="///", linewidth=1.2)
