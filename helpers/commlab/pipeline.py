@@ -290,6 +290,13 @@ def gap_name(order: list[tuple[str, int]], k: int) -> str:
     return f"between {steps[k - 1]} and {steps[k]}"
 
 
+def _steps_up_to(steps: list[tuple[str, int]], k: int, before: int = 3) -> str:
+    """``"... F1 F2 F3 B0"``: the steps from ``before`` steps ahead of step ``k`` to step ``k``."""
+    start = max(0, k - before)
+    shown = " ".join(f"{kind}{microbatch}" for kind, microbatch in steps[start:k + 1])
+    return ("... " if start else "") + (shown or "(no step)")
+
+
 def expect_schedule(result: Any, spans_per_rank: list[list[Span]],
                     orders: list[list[tuple[str, int]]], schedule: str) -> None:
     """Check a run against a schedule: each rank ran its forward and backward steps in the
@@ -315,17 +322,12 @@ def expect_schedule(result: Any, spans_per_rank: list[list[Span]],
         if ran != order:
             k = next((i for i, (a, b) in enumerate(zip(ran, order)) if a != b),
                      min(len(ran), len(order)))
-            start = max(0, k - 3)
-
-            def show(steps: list[tuple[str, int]]) -> str:
-                shown = " ".join(f"{kind}{mb}" for kind, mb in steps[start:k + 1])
-                return ("... " if start else "") + (shown or "(no step)")
             raise CheckFailed(
                 f"On rank {rank}{where}, the forward and backward steps (forward_step and "
                 f"backward_step, in the order they ran) should follow the {schedule} schedule:"
-                f"\n    {show(order)}\nbut they are\n    {show(ran)}\n(F3 is micro-batch "
-                f"3's forward step, B3 its backward step; step {k + 1} is the first that "
-                "differs.)")
+                f"\n    {_steps_up_to(order, k)}\nbut they are\n    {_steps_up_to(ran, k)}\n"
+                f"(F3 is micro-batch 3's forward step, B3 its backward step; step {k + 1} is "
+                "the first that differs.)")
         got = messages_by_gap(result.trace[rank], rank_spans, rank)
         want = expected_messages(order, rank, result.world_size)
         for k, (g, w) in enumerate(zip(got, want)):
@@ -392,7 +394,8 @@ class HeldActivations:
             self._current = _MicroBatch()
             self._changed(+1)
             weakref.finalize(self._current, self._changed, -1)
-        return _Saved(tensor, self._current)
+        # detached: a saved output that held its own graph would keep it alive in a cycle
+        return _Saved(tensor.detach(), self._current)
 
     @staticmethod
     def _unpack(saved: Any) -> torch.Tensor:
