@@ -1,6 +1,7 @@
-"""commlab.pipeline: the order of a run's steps, the clock of ticks and its bubble, the messages
-read from a trace and checked against a schedule, the activations a stage holds, the Busy layer,
-the picture; and torch.distributed.pipelining's own schedules read the same way."""
+"""commlab.pipeline and commlab.activations: the order of a run's steps, the clock of ticks and
+its bubble, the messages read from a trace and checked against a schedule, the activations a
+stage holds, the Busy layer, the picture; and torch.distributed.pipelining's own schedules read
+the same way."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import torch.distributed as dist
 
 import commlab
 from commlab import checks
+from commlab.activations import Busy, held_activations
 from commlab.pipeline import (
-    Busy,
     Step,
     bubble,
     draw_pipeline,
@@ -21,7 +22,6 @@ from commlab.pipeline import (
     expected_messages,
     from_spans,
     gap_name,
-    held_activations,
     held_by_order,
     messages,
     messages_by_gap,
