@@ -29,7 +29,28 @@ def _redistributions(rank, world_size):
     side_by_side = columns.redistribute(mesh, [Replicate()]).to_local()     # all_gather, dim 1
     by_hand = torch.full((4, 2), float(rank + 1))
     dist.all_reduce(by_hand)                                                # the same, by hand
-    return summed, mine, gathered, side_by_side
+    return (summed, mine, gathered, side_by_side), _parallelized_mlp(mesh)
+
+
+def _parallelized_mlp(mesh):
+    """Where the set-up, the forward and the backward pass of a tensor-parallel MLP begin and
+    end in the trace."""
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 8))
+    calls = tracing.current().calls
+    marks = [len(calls)]
+    parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    marks.append(len(calls))
+    output = model(torch.ones(2, 8, requires_grad=True))
+    marks.append(len(calls))
+    output.sum().backward()
+    return marks
 
 
 def _on_groups(rank, world_size):
@@ -64,11 +85,11 @@ def _call(result, rank, label):
 
 
 def test_each_redistribution_is_recorded_as_the_collective_it_runs(redistributed):
-    assert [(c.op, c.functional) for c in redistributed.trace[0]] == [
+    assert [(c.op, c.functional) for c in redistributed.trace[0][:5]] == [
         ("all_reduce", True), ("reduce_scatter_tensor", True),
         ("all_gather_into_tensor", True), ("all_gather_into_tensor", True),
         ("all_reduce", False)]
-    summed, mine, gathered, side_by_side = redistributed.returns[2]
+    summed, mine, gathered, side_by_side = redistributed.returns[2][0]
     assert torch.equal(summed, torch.full((4, 2), 10.0))
     assert torch.equal(mine, torch.full((1, 2), 10.0))
     assert torch.equal(gathered, torch.arange(4.0).repeat_interleave(2).reshape(4, 2))
@@ -92,7 +113,7 @@ def test_bytes_follow_the_model_of_the_torch_distributed_call(redistributed, lab
 
 def test_redistribute_sends_what_the_same_call_by_hand_sends(redistributed):
     for rank in range(4):
-        functional_call, by_hand = redistributed.calls("all_reduce", rank)
+        functional_call, by_hand = redistributed.calls("all_reduce", rank)[:2]
         for field in ("sent_to", "received_from", "reduce_op", "tensors", "group_ranks"):
             assert getattr(functional_call, field) == getattr(by_hand, field), field
         assert functional_call.reduce_op == "SUM"
@@ -142,36 +163,18 @@ def test_uneven_all_to_all_and_old_names_are_counted_once(on_groups):
         "all_reduce", "broadcast", "all_to_all_single", "all_gather_into_tensor"]
 
 
-def test_parallelize_module_all_reduces_once_forward_and_once_backward():
-    def mlp(rank, world_size):
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.tensor.parallel import (
-            ColwiseParallel,
-            RowwiseParallel,
-            parallelize_module,
-        )
-
-        mesh = init_device_mesh("cpu", (world_size,))
-        torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(),
-                                    torch.nn.Linear(16, 8))
-        parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
-        x = torch.ones(2, 8, requires_grad=True)
-        recorder = tracing.current()
-        start = len(recorder.calls)
-        output = model(x)
-        middle = len(recorder.calls)
-        output.sum().backward()
-        return start, middle
-
-    result = commlab.run(mlp, 2, timeout=60)
-    start, middle = result.returns[0]
-    calls = result.trace[0]
-    # rank 0's weights: the column shards scattered, the replicated bias broadcast
-    assert [c.op for c in calls[:start]] == ["scatter", "scatter", "scatter", "broadcast"]
+def test_parallelize_module_all_reduces_once_forward_and_once_backward(redistributed):
+    start, set_up, forward = redistributed.returns[0][1]
+    calls = [(c.op, c.bytes_sent) for c in redistributed.trace[0][start:]]
+    split = [calls[:set_up - start], calls[set_up - start:forward - start],
+             calls[forward - start:]]
+    # rank 0's weights: the column shards (4 x 8 weight, 4 bias) and the row shard (8 x 4)
+    # scattered to 3 ranks, the replicated bias (8) broadcast to 3
+    assert split[0] == [("scatter", 3 * 32 * F), ("scatter", 3 * 4 * F),
+                        ("scatter", 3 * 32 * F), ("broadcast", 3 * 8 * F)]
     # g: the partial outputs summed; f: the partial input gradients summed
-    assert [(c.op, c.bytes_sent) for c in calls[start:middle]] == [("all_reduce", 2 * 8 * F)]
-    assert [(c.op, c.bytes_sent) for c in calls[middle:]] == [("all_reduce", 2 * 8 * F)]
+    assert split[1] == [("all_reduce", 3 * 2 * 8 * F)]
+    assert split[2] == [("all_reduce", 3 * 2 * 8 * F)]
 
 
 def test_install_wraps_and_undo_restores_the_functional_collectives():
