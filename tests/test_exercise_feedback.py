@@ -194,6 +194,83 @@ def train_zero3(model, batches, lr=0.1):
         ["the bytes your code sent with each kind of call should be\n    {'scatter': 972, "
          "'all_gather_into_tensor': 3888, 'reduce_scatter_tensor': 3888, 'all_reduce': 48}\n"
          "but it is\n    {'scatter': 972, 'all_gather_into_tensor': 3888, 'all_reduce': 15600}"]),
+    # 14_tensor_parallel
+    "14-f-and-g": (
+        "14_tensor_parallel",
+        # "the gradient of an all_reduce is an all_reduce": g all-reduces in the backward pass
+        # too, so every gradient below it is world_size times too large
+        '''
+class CopyToTensorParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = grad_output.clone()
+        dist.all_reduce(grad, group=ctx.group)
+        return grad, None
+
+
+class ReduceFromTensorParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        output = x.clone()
+        dist.all_reduce(output, group=group)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = grad_output.clone()
+        dist.all_reduce(grad, group=ctx.group)
+        return grad, None
+''',
+        ["the collectives of the backward pass, as (op, bytes sent, group): f's all_reduce of "
+         "x's gradient, and nothing from g (every rank already has the whole gradient of the "
+         "output) should be\n    [('all_reduce', 144, [0, 1, 2, 3])]\nbut it is\n"
+         "    [('all_reduce', 144, [0, 1, 2, 3]), ('all_reduce', 144, [0, 1, 2, 3])]"]),
+    "14-sequence-parallel": (
+        "14_tensor_parallel",
+        # the gather's backward keeps this rank's rows of the gradient instead of summing them
+        # over the ranks (a split, not a reduce_scatter)
+        '''
+class GatherFromSequenceParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x_rows, group):
+        ctx.group = group
+        output = x_rows.new_empty((dist.get_world_size(group) * x_rows.shape[0],
+                                   *x_rows.shape[1:]))
+        dist.all_gather_into_tensor(output, x_rows.contiguous(), group=group)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        rows = grad_output.shape[0] // dist.get_world_size(ctx.group)
+        rank = dist.get_rank(ctx.group)
+        return grad_output[rank * rows:(rank + 1) * rows].clone(), None
+
+
+class ReduceScatterToSequenceParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        output = x.new_empty((x.shape[0] // dist.get_world_size(group), *x.shape[1:]))
+        dist.reduce_scatter_tensor(output, x.contiguous(), group=group)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = grad_output.new_empty((dist.get_world_size(ctx.group) * grad_output.shape[0],
+                                      *grad_output.shape[1:]))
+        dist.all_gather_into_tensor(grad, grad_output.contiguous(), group=ctx.group)
+        return grad, None
+''',
+        ["the collectives of the backward pass, as (op, bytes sent, group): the rows of the "
+         "output's gradient gathered, then x's gradient reduce-scattered to rows should be\n"
+         "    [('all_gather_into_tensor', 96, [0, 1, 2, 3]), ('reduce_scatter_tensor', 96, "
+         "[0, 1, 2, 3])]\nbut it is\n    [('all_gather_into_tensor', 96, [0, 1, 2, 3])]"]),
     # 15_pipeline_parallel
     "15-gpipe": (
         "15_pipeline_parallel",

@@ -23,8 +23,10 @@ import torch.multiprocessing as mp
 
 from . import capture, status, worker
 
-# Workers are modules the forkserver imports once, so each rank starts with torch loaded.
-_PRELOAD = ["torch", "torch.distributed", "cloudpickle", "commlab.worker"]
+# Workers are modules the forkserver imports once, so each rank starts with torch loaded (and
+# the functional collectives, which the trace wraps in every rank).
+_PRELOAD = ["torch", "torch.distributed", "torch.distributed._functional_collectives",
+            "cloudpickle", "commlab.worker"]
 
 
 class RankProcess:

@@ -17,12 +17,13 @@ Over 400 lines: the byte model (one rule per operation) is kept beside the Call 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -113,6 +114,9 @@ class Call:
         split_sizes: ``{"input": [...], "output": [...]}`` for ``all_to_all_single``.
         ops: for ``batch_isend_irecv``, the batched ``(op, peer, TensorInfo)`` triples.
         error: the exception text if the call raised.
+        functional: a functional collective (``torch.distributed._functional_collectives``,
+            what DTensor calls), which returns a new tensor instead of filling one in; see
+            :mod:`commlab.functional`.
     """
 
     op: str
@@ -134,6 +138,7 @@ class Call:
     split_sizes: dict[str, list[int]] | None = None
     ops: list[tuple[str, int, TensorInfo]] | None = None
     error: str | None = None
+    functional: bool = False
 
     @property
     def bytes_sent(self) -> int:
@@ -189,6 +194,41 @@ class Recorder:
         """Number the next calls from #1 again (commlab.checks runs several test cases in one
         launch, and a message about a case counts that case's calls, as a lone launch would)."""
         self._counts.clear()
+
+    @property
+    def busy(self) -> bool:
+        """Whether this thread is inside a traced call (the calls it makes are not recorded)."""
+        return bool(getattr(self._local, "depth", 0))
+
+    def add(self, op: str, group_ranks: tuple[int, ...]) -> Call:
+        """A new call of ``op`` by this rank, numbered and recorded (for wrappers made outside
+        :meth:`wrap`, such as :mod:`commlab.functional`'s)."""
+        index = self._counts.get(op, 0) + 1
+        self._counts[op] = index
+        call = Call(op=op, index=index, seq=len(self.calls), rank=self.rank,
+                    group_ranks=group_ranks)
+        self.calls.append(call)
+        return call
+
+    @contextlib.contextmanager
+    def calling(self, call: Call) -> Iterator[None]:
+        """Around the call itself: the status board, its times, its error, and no recording of
+        the calls it makes."""
+        if self._board is not None:
+            self._board.entering(call.op, call.index)
+        self._local.depth = 1
+        start = call.started = time.perf_counter()
+        try:
+            yield
+        except BaseException as exc:
+            call.error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            call.seconds = time.perf_counter() - start
+            call.finished = start + call.seconds
+            self._local.depth = 0
+            if self._board is not None:
+                self._board.leaving(call.op, call.index)
 
     def wrap(self, name: str, original: Callable) -> Callable:
         signature = inspect.signature(original)
@@ -259,7 +299,8 @@ def current() -> Recorder | None:
 
 
 def install(recorder: Recorder) -> Callable[[], None]:
-    """Replace ``torch.distributed``'s functions with traced ones; return an undo function."""
+    """Replace ``torch.distributed``'s functions, and the functional collectives DTensor calls
+    (:mod:`commlab.functional`), with traced ones; return an undo function."""
     import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
 
@@ -278,8 +319,14 @@ def install(recorder: Recorder) -> Callable[[], None]:
                 saved.append((module, name, getattr(module, name)))
                 setattr(module, name, traced)
 
+    # DTensor's collectives go through torch's functional collectives instead
+    from . import functional
+
+    undo_functional = functional.install(recorder)
+
     def undo() -> None:
         global _current
+        undo_functional()
         for module, name, value in reversed(saved):
             setattr(module, name, value)
         _current = None
