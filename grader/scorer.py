@@ -25,9 +25,10 @@ from commlab.watch import STARTUP_LIMIT
 
 from . import answers, rankhost, sandbox, wire
 
-# What the forkserver imports once, so that each rank host starts with it loaded.
-PRELOAD = ["torch", "torch.distributed", "cloudpickle", "psutil", "commlab.worker",
-           "commlab.launch", "commlab.checks", "commlab.timeline", "grader.rankhost"]
+# What the forkserver imports once, so that each rank host, and every rank it forks, starts with
+# it loaded: what commlab's ranks preload, and the host's own modules.
+PRELOAD = [*processes.PRELOAD, "psutil", "commlab.launch", "commlab.checks", "commlab.timeline",
+           "grader.rankhost"]
 # Seconds a rank host may take to start (fork, enter the sandbox) before grading gives up on it.
 HOST_START_LIMIT = 60.0
 # Past the run's own timeout and the ranks' start, how long to wait for the host's answer.

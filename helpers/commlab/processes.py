@@ -25,7 +25,7 @@ from . import capture, status, worker
 
 # Workers are modules the forkserver imports once, so each rank starts with torch loaded (and
 # the functional collectives, which the trace wraps in every rank).
-_PRELOAD = ["torch", "torch.distributed", "torch.distributed._functional_collectives",
+PRELOAD = ["torch", "torch.distributed", "torch.distributed._functional_collectives",
             "cloudpickle", "commlab.worker"]
 
 
@@ -81,7 +81,7 @@ def mp_context() -> Any:
     method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     ctx = mp.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(_PRELOAD)
+        ctx.set_forkserver_preload(PRELOAD)
         _start_forkserver_quietly()
     return ctx
 

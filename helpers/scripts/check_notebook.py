@@ -6,8 +6,8 @@ say which of the visible tests pass.
 
 The exit status is 0 only when every visible test passes and every answer stands in its own
 cell (the grader runs only the answer cells and the notebook's import lines). The grader also
-runs hidden tests, so passing here is necessary, not sufficient. Inside JupyterLab, nbgrader's Validate button
-does the same check on the open notebook.
+runs hidden tests, so passing here is necessary, not sufficient. Inside JupyterLab, nbgrader's
+Validate button does the same check on the open notebook.
 """
 
 from __future__ import annotations
