@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import importlib
+import importlib.util
 import linecache
 import sys
+import types
 import uuid
 from typing import Any
 
@@ -79,6 +82,9 @@ def _seed() -> bytes:
         for name, value in list(namespace.items()):
             if name.startswith("_") or name in _NOT_SENT or isinstance(value, Answer):
                 continue
+            if isinstance(value, types.ModuleType):  # imported in the rank when first used
+                sendable[name] = _Module(value.__name__)
+                continue
             try:
                 cloudpickle.dumps(value)
             except Exception:  # noqa: BLE001 - e.g. a run's result holding a figure, a case
@@ -87,6 +93,26 @@ def _seed() -> bytes:
     finally:
         _building_seed = False
     return cloudpickle.dumps(sendable)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Module:
+    """A module of the kernel's namespace, by name: the rank imports it only if an answer uses
+    it (a chapter's ``matplotlib.pyplot`` costs seconds to import, and no answer needs it)."""
+
+    name: str
+
+    def load(self) -> types.ModuleType:
+        if self.name in sys.modules:
+            return sys.modules[self.name]
+        spec = importlib.util.find_spec(self.name)
+        if spec is None or spec.loader is None:
+            return importlib.import_module(self.name)  # says what is missing
+        spec.loader = importlib.util.LazyLoader(spec.loader)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[self.name] = module
+        spec.loader.exec_module(module)
+        return module
 
 
 class Answer:
@@ -157,7 +183,8 @@ def _define(bundle: Answers) -> tuple[dict[str, Any], dict[str, str]]:
     """Run the student's import lines and answer cells in a namespace of their own; return it
     and what went wrong in which cell."""
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    namespace.update(cloudpickle.loads(bundle.seed))
+    for name, value in cloudpickle.loads(bundle.seed).items():
+        namespace[name] = value.load() if isinstance(value, _Module) else value
     problems: dict[str, str] = {}
     for line in bundle.imports:
         try:

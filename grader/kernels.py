@@ -82,17 +82,16 @@ class Kernel:
             self.context.destroy(linger=0)
 
 
-def _matplotlib_cache(folder: Path) -> Path:
-    """A matplotlib folder of the kernel's own, with the font list already built: where the
-    sandbox hides the home folder, matplotlib would build it again and say so on stderr, which
-    zeroes the test cell that first draws."""
+def copy_font_list(folder: Path) -> Path:
+    """Put matplotlib's font list in ``folder`` (a sandboxed process's MPLCONFIGDIR): where the
+    sandbox hides the home folder, matplotlib would build it again, for seconds, and say so on
+    stderr, which zeroes the test cell that first draws."""
     import matplotlib
 
-    mine = folder / ".matplotlib"
-    mine.mkdir()
+    folder.mkdir(exist_ok=True)
     for fonts in Path(matplotlib.get_cachedir()).glob("fontlist-*.json"):
-        shutil.copy(fonts, mine)
-    return mine
+        shutil.copy(fonts, folder)
+    return folder
 
 
 async def start(folder: Path, wrap: Callable[[Path], Callable] | None,
@@ -103,7 +102,7 @@ async def start(folder: Path, wrap: Callable[[Path], Callable] | None,
     ``warm_up`` in it; raise :class:`KernelStartError` if either fails."""
     began = time.perf_counter()
     folder.mkdir(parents=True)
-    env = {**env, "MPLCONFIGDIR": str(_matplotlib_cache(folder))}
+    env = {**env, "MPLCONFIGDIR": str(copy_font_list(folder / ".matplotlib"))}
     sockets = folder / "s"
     if len(str(sockets)) > SOCKET_PATH_LIMIT:
         raise KernelStartError(f"Grading stopped: the kernels' sockets would be {sockets}-N, "

@@ -32,6 +32,7 @@ from commlab.cells import defined_names, definitions, imports
 
 from . import course, sandbox
 from .execute import Execution, run_in
+from .kernels import copy_font_list
 
 SCORER = "__scorer__"  # the kernel's name for grader.scorer (the seed skips names with "_")
 
@@ -108,6 +109,7 @@ async def score(chapter: str, submitted, kernel, config, limit: float, folder: P
     folder.mkdir(parents=True, exist_ok=True)
     if plan is not None:
         plan.workdir.mkdir(parents=True, exist_ok=True)
+        copy_font_list(plan.workdir)  # the ranks' MPLCONFIGDIR
     data = folder / "submission.json"
     data.write_text(json.dumps(submission_data(submitted, plan)))
     notebook = scoring_notebook(chapter, data)

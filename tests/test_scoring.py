@@ -162,13 +162,16 @@ def _bundle(*cells: tuple[str, str], imports=()) -> answers.Answers:
     import cloudpickle
 
     return answers.Answers(os.urandom(8).hex(), list(cells), list(imports),
-                           cloudpickle.dumps({"OFFSET": 10}))
+                           cloudpickle.dumps({"OFFSET": 10,
+                                              "hues": answers._Module("colorsys")}))
 
 
 def test_a_rank_defines_the_students_answers_with_the_kernels_definitions():
     bundle = _bundle(("q-one", "def shifted(x):\n    return math.floor(x) + OFFSET\n"),
+                     ("q-two", "def hue(r, g, b):\n    return hues.rgb_to_hsv(r, g, b)[0]\n"),
                      imports=["import math"])
     assert answers.defined(bundle, "q-one", "shifted")(2.5) == 12
+    assert answers.defined(bundle, "q-two", "hue")(0.0, 0.0, 1.0) == 2 / 3
 
 
 @pytest.mark.parametrize("source, words", [
