@@ -301,13 +301,16 @@ def grade_class(submissions: Path, out: Path, settings: Settings | None = None) 
         batch.skipped = found.skipped
         if not found.submissions:
             raise intake.IntakeError(f"no chapter notebooks found in {submissions}")
-        keys = shard_of(_grid(found), settings.shard)
+        grid = _grid(found)
+        keys = shard_of(grid, settings.shard)
         by_key = {(s.student, s.chapter): s for s in found.submissions}
         todo = [by_key[k] for k in keys if k in by_key]
         chapters = sorted({c for _, c in keys})
         check_writable(out, "OUT")
         if settings.shard[1] == 1:
             check_writable(settings.db.parent, "the gradebook's folder")
+        # there until the results are written: `merge` refuses an OUT whose run was stopped
+        (out / UNFINISHED).write_text(f"grading started by process {os.getpid()}\n")
         run = _Run(folder, out, settings, folder / "course" / "gradebook.db",
                    submissions, batch.sandboxed)
         run.max_scores = {c: max_score(nbformat.read(course.NOTEBOOKS / c / f"{c}.ipynb", 4))
@@ -321,11 +324,16 @@ def grade_class(submissions: Path, out: Path, settings: Settings | None = None) 
         batch.outcomes += [Outcome(s, c, max_score=run.max_scores.get(c, 0.0))
                            for s, c in keys if (s, c) not in by_key]
         batch.outcomes.sort(key=lambda o: (o.student, o.chapter))
-        _finish(batch, out, settings, run, folder)
+        _finish(batch, out, settings, run, folder,
+                gradebook.Slice.of(grid, keys, *settings.shard))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     batch.seconds["total"] = time.perf_counter() - began
     return batch
+
+
+# In OUT while a grading run writes it (see cli.merge).
+UNFINISHED = ".grading-unfinished"
 
 
 class NotWritable(OSError):
@@ -348,11 +356,13 @@ def check_writable(folder: Path, what: str) -> None:
             "(README, \"For instructors\").") from None
 
 
-def _finish(batch: Batch, out: Path, settings: Settings, run: _Run, folder: Path) -> None:
+def _finish(batch: Batch, out: Path, settings: Settings, run: _Run, folder: Path,
+            part: gradebook.Slice) -> None:
     """grades.csv and the notes first; then the instructor's gradebook, which may refuse."""
     began = time.perf_counter()
-    k, n = settings.shard
-    gradebook.write_sheets(out, batch.outcomes, batch.notes, shard=f"{k}/{n}")
+    n = settings.shard[1]
+    gradebook.write_sheets(out, batch.outcomes, batch.notes, part)
+    (out / UNFINISHED).unlink(missing_ok=True)
     if n == 1 and any(o.cells for o in batch.outcomes):
         try:
             gradebook.record(batch.outcomes, settings.db, run.db, folder)

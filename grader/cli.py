@@ -4,7 +4,7 @@
                                            [--no-sandbox] [--keep] [--shard K/N]
                                            [--lms {auto,canvas,moodle,blackboard,folders}]
                                            [--roster FILE]
-    python -m grader merge OUT SHARD_OUT...   # combine the outputs of --shard runs
+    python -m grader merge OUT SHARD_OUT... [--partial]   # combine the outputs of --shard runs
     python -m grader generate [CHAPTER...]    # solutions/ -> notebooks/
     python -m grader validate [CHAPTER...]    # solutions pass every test, stubs pass none
 """
@@ -19,17 +19,51 @@ from pathlib import Path
 
 from . import course
 
-# Written by `make bench-grade`: the number of jobs that graded fastest on this machine.
+# Written by `make bench-grade`: "JOBS CPUS", the number of jobs that graded fastest with that
+# many CPUs.
 JOBS_FILE = course.ROOT / ".venv" / "grader-jobs"
+# What one job holds at its peak: a student's kernel, a scoring kernel and their ranks, each
+# with torch (measured: about 1.5 GB for a chapter's 4-rank tests, and some to spare).
+MEMORY_PER_JOB = 2 * 2**30
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may use: its affinity, and under Slurm the task's allocation."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        cpus = os.cpu_count() or 1
+    allocated = os.environ.get("SLURM_CPUS_PER_TASK")
+    if allocated and allocated.isdigit():
+        cpus = min(cpus, int(allocated))
+    return max(1, cpus)
+
+
+def usable_memory() -> int:
+    """Bytes this process may fill: what is free, and under Slurm the job's allocation."""
+    import psutil
+
+    free = psutil.virtual_memory().available
+    per_node = os.environ.get("SLURM_MEM_PER_NODE")
+    per_cpu = os.environ.get("SLURM_MEM_PER_CPU")
+    if per_node and per_node.isdigit():
+        free = min(free, int(per_node) * 2**20)
+    elif per_cpu and per_cpu.isdigit():
+        free = min(free, int(per_cpu) * 2**20 * usable_cpus())
+    return free
 
 
 def default_jobs(measured: Path = JOBS_FILE) -> int:
-    """What the bench found fastest here; else one job per two cores (each submission's
-    ranks keep about two cores busy), at least one."""
+    """Jobs for the CPUs this process may use: as many per CPU as the bench found fastest here
+    (else one per two CPUs: each submission's ranks keep about two busy), no more than the
+    memory holds, at least one."""
+    per_cpu = 0.5
     try:
-        return max(1, int(measured.read_text().split()[0]))
-    except (OSError, ValueError, IndexError):
-        return max(1, (os.cpu_count() or 2) // 2)
+        jobs, cpus = (int(x) for x in measured.read_text().split()[:2])
+        per_cpu = jobs / cpus
+    except (OSError, ValueError):
+        pass
+    return max(1, min(round(usable_cpus() * per_cpu), usable_memory() // MEMORY_PER_JOB))
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -47,8 +81,9 @@ def _grade_parser(verbs) -> None:
     grade.add_argument("submissions", type=Path)
     grade.add_argument("out", type=Path)
     grade.add_argument("--jobs", type=int, default=None,
-                       help="submissions graded at once (default: what `make bench-grade` "
-                            "found fastest here, else one per two cores)")
+                       help="submissions graded at once (default: for the CPUs this process "
+                            "may use, as many per CPU as `make bench-grade` found fastest, else "
+                            "one per two CPUs, within the memory)")
     grade.add_argument("--limit", type=float, default=300,
                        help="seconds one submission may take in all (default 300)")
     grade.add_argument("--cell-timeout", type=int, default=course.CELL_TIMEOUT,
@@ -77,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     merge.add_argument("parts", type=Path, nargs="*", help="the shards' OUT folders "
                        "(default: OUT itself, to record its results in the gradebook again)")
     merge.add_argument("--gradebook", type=Path, default=course.INSTRUCTOR_DB)
+    merge.add_argument("--partial", action="store_true",
+                       help="merge what is there even if slices are missing, doubled, "
+                            "unfinished or of another grading (each is named)")
     for verb in ("generate", "validate"):
         sub = verbs.add_parser(verb)
         sub.add_argument("chapters", nargs="*", help="chapter names (default: all)")
@@ -90,6 +128,10 @@ def grade(args) -> int:
     from .intake import IntakeError
     from .sandbox import available, not_available_message
 
+    problem = course.environment_problem()
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     use_sandbox = False if args.no_sandbox else available()
     if not args.no_sandbox and not use_sandbox:
         print(f"warning: {not_available_message()}", file=sys.stderr)
@@ -132,26 +174,82 @@ def _summary(outcomes, out: Path, gradebook_error: str | None) -> int:
     return 0
 
 
+def _read_parts(paths: list[Path]):
+    """(part folder, slice, notes, outcomes) of each shard's OUT, and what is wrong with them."""
+    from . import gradebook
+    from .batch import UNFINISHED
+
+    parts, problems, seen = [], [], {}
+    for path in paths:
+        if path.resolve() in seen:
+            problems.append(f"{path} is given twice.")
+            continue
+        seen[path.resolve()] = path
+        if (path / UNFINISHED).exists():
+            problems.append(f"{path}: its grading run was stopped before it finished; grade "
+                            "that slice again.")
+        elif not (path / "results.json").exists():
+            problems.append(f"{path}: there is no results.json, so no grading run finished "
+                            "there (a task that never ran, or was stopped); grade that slice "
+                            "again.")
+        else:
+            part, notes, outcomes = gradebook.read_results(path)
+            graded = {(o.student, o.chapter) for o in outcomes}
+            if set(part.keys) - graded:
+                problems.append(f"{path}: slice {part.k}/{part.n} graded {len(graded)} of its "
+                                f"{len(part.keys)} submissions (its run stopped early); grade "
+                                "that slice again.")
+            parts.append((path, part, notes, outcomes))
+    return parts, problems
+
+
+def _slices_problems(parts) -> list[str]:
+    """Slices that are missing, given twice or from another class."""
+    if not parts:
+        return []
+    problems = []
+    first = parts[0][1]
+    for path, part, _, _ in parts[1:]:
+        if (part.n, part.fingerprint) != (first.n, first.fingerprint):
+            problems.append(f"{path} is slice {part.k}/{part.n} of another grading (another "
+                            f"class, or another number of slices) than {parts[0][0]} "
+                            f"({first.k}/{first.n}).")
+    by_k: dict[int, list[Path]] = {}
+    for path, part, _, _ in parts:
+        by_k.setdefault(part.k, []).append(path)
+    problems += [f"Slice {k}/{first.n} is given twice: {' and '.join(map(str, paths))}."
+                 for k, paths in sorted(by_k.items()) if len(paths) > 1]
+    missing = sorted(set(range(1, first.n + 1)) - set(by_k))
+    if missing:
+        problems.append(f"Slice{'s' if len(missing) > 1 else ''} "
+                        f"{', '.join(str(k) for k in missing)} of {first.n} "
+                        f"{'are' if len(missing) > 1 else 'is'} missing.")
+    return problems
+
+
 def merge(args) -> int:
     """grades.csv, notes.json, results.json and the feedback of several shards in one OUT,
-    then their scores in the instructor's gradebook."""
+    then their scores in the instructor's gradebook. Refuses, unless --partial, slices that are
+    missing, doubled, unfinished or of another grading."""
     import tempfile
 
     from . import gradebook
 
-    parts = args.parts or [args.out]
-    outcomes, notes, shards = [], [], set()
-    for part in parts:
-        shard, part_notes, part_outcomes = gradebook.read_results(part)
-        shards.add(shard)
-        outcomes += part_outcomes
+    parts, problems = _read_parts(args.parts or [args.out])
+    problems += _slices_problems(parts)
+    if problems:
+        for problem in problems:
+            print(f"{'warning' if args.partial else 'error'}: {problem}", file=sys.stderr)
+        if not args.partial:
+            print("Nothing was merged. Grade the slices named above again, or merge what is "
+                  "there with --partial.", file=sys.stderr)
+            return 2
+    merged, notes = {}, []
+    for path, _, part_notes, part_outcomes in parts:
         notes += [n for n in part_notes if n not in notes]
-        if part.resolve() != args.out.resolve() and (part / "feedback").is_dir():
-            shutil.copytree(part / "feedback", args.out / "feedback", dirs_exist_ok=True)
-    total = {int(s.split("/")[1]) for s in shards}
-    if len(total) != 1 or len(shards) != total.pop():
-        print(f"warning: the parts are shards {sorted(shards)}: some shard is missing or "
-              "counted twice", file=sys.stderr)
+        for outcome in part_outcomes:  # a slice given twice (--partial) counts once
+            merged[outcome.student, outcome.chapter] = _moved_feedback(outcome, path, args.out)
+    outcomes = list(merged.values())
     gradebook.write_sheets(args.out, outcomes, notes)
     course.use_nbgrader_environment()
     with tempfile.TemporaryDirectory() as scratch:
@@ -161,6 +259,20 @@ def merge(args) -> int:
         except gradebook.GradebookNotUpdated as exc:
             return _summary(outcomes, args.out, str(exc))
     return _summary(outcomes, args.out, None)
+
+
+def _moved_feedback(outcome, part: Path, out: Path):
+    """The outcome, its feedback page copied from the part into OUT (OUT stands on its own once
+    the parts are removed)."""
+    if outcome.feedback is None or part.resolve() == out.resolve():
+        return outcome
+    page = out / "feedback" / outcome.student / f"{outcome.chapter}.html"
+    source = part / "feedback" / outcome.student / f"{outcome.chapter}.html"
+    if source.exists():
+        page.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, page)
+        outcome.feedback = page
+    return outcome
 
 
 def generate_or_validate(args) -> int:

@@ -24,6 +24,31 @@ INSTRUCTOR_DB = GRADER / "gradebook.db"
 CELL_TIMEOUT = 30
 
 
+# What `make setup` installs from, and the stamp it leaves in the environment when done.
+PINS = ("requirements.txt", "requirements-dev.txt", "pyproject.toml")
+STAMP = ".installed"
+
+
+def environment_problem(prefix: Path | None = None) -> str | None:
+    """Why this Python environment may not be the one the course's pins ask for, or None.
+
+    `make grade` installs first when the pins are newer than the environment; a command run
+    directly (a Slurm array task) must never install, since many tasks share one environment:
+    it says what to run first instead. An environment without the stamp (the Docker image,
+    conda) is taken as it is.
+    """
+    stamp = Path(prefix or sys.prefix) / STAMP
+    if not stamp.exists():
+        return None
+    newer = [name for name in PINS if (ROOT / name).exists()
+             and (ROOT / name).stat().st_mtime > stamp.stat().st_mtime]
+    if not newer:
+        return None
+    return (f"The course's environment ({Path(prefix or sys.prefix)}) is older than "
+            f"{', '.join(newer)}: run `make setup` once, on one machine, then grade again. "
+            "(Grading never installs: on a cluster, every task shares the environment.)")
+
+
 def chapters() -> list[str]:
     """Chapter names (``00_launching_ranks``, ...), from the folders of ``solutions/``."""
     return sorted(p.name for p in SOLUTIONS.iterdir()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import json
 import shutil
 import warnings
@@ -136,8 +137,24 @@ def record(outcomes: list[Outcome], db: Path, template: Path, scratch: Path) -> 
             gb.db.commit()
 
 
+@dataclasses.dataclass
+class Slice:
+    """Which part of which class a grading run graded: slice ``k`` of ``n``, of the class whose
+    (student, chapter) pairs hash to ``fingerprint``; ``keys`` are this slice's pairs."""
+
+    k: int = 1
+    n: int = 1
+    fingerprint: str = ""
+    keys: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    @staticmethod
+    def of(grid: list[tuple[str, str]], keys: list[tuple[str, str]], k: int, n: int) -> Slice:
+        digest = hashlib.sha256(json.dumps([n, sorted(grid)]).encode()).hexdigest()[:16]
+        return Slice(k, n, digest, sorted(keys))
+
+
 def write_sheets(out: Path, outcomes: list[Outcome], batch_notes: list[str],
-                 shard: str = "1/1") -> None:
+                 part: Slice | None = None) -> None:
     """``grades.csv`` (the columns instructors' scripts read), ``notes.json`` (what was tampered
     with, which cell hung, how the batch ran) and ``results.json`` (everything, for ``merge``
     and for recording in a gradebook later)."""
@@ -151,8 +168,9 @@ def write_sheets(out: Path, outcomes: list[Outcome], batch_notes: list[str],
     if batch_notes:
         notes["batch"] = batch_notes
     (out / "notes.json").write_text(json.dumps(notes, indent=1))
-    results = {"shard": shard, "notes": batch_notes,
-               "outcomes": [_as_json(o) for o in outcomes]}
+    part = part or Slice(keys=[(o.student, o.chapter) for o in outcomes])
+    results = {"shard": f"{part.k}/{part.n}", "slice": dataclasses.asdict(part),
+               "notes": batch_notes, "outcomes": [_as_json(o) for o in outcomes]}
     (out / "results.json").write_text(json.dumps(results, indent=1))
 
 
@@ -163,12 +181,18 @@ def _as_json(outcome: Outcome) -> dict:
     return data
 
 
-def read_results(folder: Path) -> tuple[str, list[str], list[Outcome]]:
-    """The shard, batch notes and outcomes a grading run wrote in ``folder``."""
+def read_results(folder: Path) -> tuple[Slice, list[str], list[Outcome]]:
+    """The slice, batch notes and outcomes a grading run wrote in ``folder``."""
     results = json.loads((folder / "results.json").read_text())
     outcomes = []
     for data in results["outcomes"]:
         data["status"] = Status(data["status"])
         data["feedback"] = Path(data["feedback"]) if data["feedback"] else None
         outcomes.append(Outcome(**data))
-    return results["shard"], results["notes"], outcomes
+    if "slice" in results:
+        part = Slice(**{**results["slice"],
+                        "keys": [tuple(k) for k in results["slice"]["keys"]]})
+    else:  # written before slices were recorded: its shard only
+        k, n = (int(x) for x in results["shard"].split("/"))
+        part = Slice(k, n, "", [(o.student, o.chapter) for o in outcomes])
+    return part, results["notes"], outcomes

@@ -50,13 +50,41 @@ def test_shard_must_name_one_of_n_slices():
         batch.shard_of([("s", "c")], (3, 2))
 
 
-def test_default_jobs_is_what_the_bench_found_fastest(tmp_path):
-    (tmp_path / "grader-jobs").write_text("3\n")
-    assert cli.default_jobs(tmp_path / "grader-jobs") == 3
+def test_default_jobs_scales_what_the_bench_found_fastest_to_the_usable_cpus(tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.setattr(cli, "usable_memory", lambda: 2**40)
+    (tmp_path / "grader-jobs").write_text("3 2\n")  # 3 jobs were fastest on 2 CPUs
+    assert cli.default_jobs(tmp_path / "grader-jobs") == round(1.5 * cli.usable_cpus())
 
 
-def test_default_jobs_without_a_bench_is_one_per_two_cores(tmp_path):
-    assert cli.default_jobs(tmp_path / "absent") == max(1, (os.cpu_count() or 2) // 2)
+def test_default_jobs_without_a_bench_is_one_per_two_cpus(tmp_path, monkeypatch):
+    monkeypatch.setattr(cli, "usable_memory", lambda: 2**40)
+    assert cli.default_jobs(tmp_path / "absent") == max(1, round(cli.usable_cpus() / 2))
+
+
+def test_default_jobs_follow_the_slurm_allocation_and_the_memory(tmp_path, monkeypatch):
+    (tmp_path / "grader-jobs").write_text("3 2\n")
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
+    assert cli.usable_cpus() == 1
+    monkeypatch.setattr(cli, "usable_memory", lambda: 2**40)
+    assert cli.default_jobs(tmp_path / "grader-jobs") == 2  # round(1.5)
+    monkeypatch.setattr(cli, "usable_memory", lambda: cli.MEMORY_PER_JOB)
+    assert cli.default_jobs(tmp_path / "grader-jobs") == 1
+
+
+def test_slurm_memory_per_cpu_bounds_the_memory(monkeypatch):
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
+    monkeypatch.setenv("SLURM_MEM_PER_CPU", "1000")
+    assert cli.usable_memory() <= 1000 * 2**20
+
+
+def test_grading_never_installs_and_says_what_to_run_first(tmp_path, monkeypatch, capsys):
+    (tmp_path / ".installed").write_text("")
+    os.utime(tmp_path / ".installed", (0, 0))  # installed long before the pins changed
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    assert cli.main(["grade", str(tmp_path / "class"), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "older than requirements.txt" in err and "run `make setup` once" in err
 
 
 @pytest.mark.slow
@@ -225,3 +253,97 @@ def test_out_and_the_gradebook_folder_must_be_writable_before_anything_is_graded
         assert code == 2
         assert "Nothing was graded" in capsys.readouterr().err
     assert not (tmp_path / "out" / "grades.csv").exists()
+
+
+# --- merge refuses slices that cannot make one class --------------------------------------------
+
+def _slices(tmp_path: Path, n: int, students: list[str], name: str = "part") -> list[Path]:
+    """The OUT folders of n slices of a class of ``students`` (chapter 00), as grading writes
+    them, without grading: what merge reads."""
+    from grader import gradebook
+    from grader.score import Outcome, Status
+
+    grid = [(s, CHAPTER) for s in students]
+    folders = []
+    for k in range(1, n + 1):
+        keys = batch.shard_of(grid, (k, n))
+        outcomes = [Outcome(s, c, 2.0, 2.0, Status.GRADED, cells={"00-whoami-test": 1.0,
+                                                                  "00-join-group-test": 1.0})
+                    for s, c in keys]
+        folder = tmp_path / f"{name}{k}"
+        for o in outcomes:
+            page = folder / "feedback" / o.student / f"{CHAPTER}.html"
+            page.parent.mkdir(parents=True)
+            page.write_text(f"feedback of {o.student}")
+            o.feedback = page
+        gradebook.write_sheets(folder, outcomes, [], gradebook.Slice.of(grid, keys, k, n))
+        folders.append(folder)
+    return folders
+
+
+def _merge(tmp_path: Path, parts: list[Path], *flags: str) -> int:
+    return cli.main(["merge", str(tmp_path / "out"), *map(str, parts),
+                     "--gradebook", str(tmp_path / "gradebook.db"), *flags])
+
+
+def _missing(parts):
+    return parts[:2]
+
+
+def _same_folder_twice(parts):
+    return parts + [parts[1]]
+
+
+def _same_slice_twice(parts):
+    copy = parts[1].with_name("copy-of-2")
+    shutil.copytree(parts[1], copy)
+    return parts + [copy]
+
+
+def _never_finished(parts):
+    (parts[2] / "results.json").unlink()
+    return parts
+
+
+def _stopped(parts):
+    (parts[0] / ".grading-unfinished").write_text("grading started\n")
+    return parts
+
+
+@pytest.mark.parametrize("damage, words", [
+    (_missing, "Slice 3 of 3 is missing."),
+    (_same_folder_twice, "is given twice."),
+    (_same_slice_twice, "Slice 2/3 is given twice"),
+    (_never_finished, "there is no results.json"),
+    (_stopped, "was stopped before it finished"),
+])
+def test_merge_refuses_slices_that_do_not_make_one_class(tmp_path, capsys, damage, words):
+    parts = damage(_slices(tmp_path, 3, ["ann", "ben", "cat", "dan"]))
+    assert _merge(tmp_path, parts) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Nothing was merged" in err
+    assert not (tmp_path / "out" / "grades.csv").exists()
+    assert not (tmp_path / "gradebook.db").exists()
+
+
+def test_merge_refuses_a_slice_of_another_class(tmp_path, capsys):
+    ours = _slices(tmp_path, 2, ["ann", "ben", "cat"])
+    theirs = _slices(tmp_path, 2, ["zoe", "yan"], name="other")
+    assert _merge(tmp_path, [ours[0], theirs[1]]) == 2
+    assert "of another grading" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_merge_takes_what_is_there_when_asked_and_stands_on_its_own(tmp_path, capsys):
+    parts = _slices(tmp_path, 3, ["ann", "ben", "cat", "dan"])
+    assert _merge(tmp_path, [parts[0], parts[1], parts[1]], "--partial") == 0
+    assert "warning: Slice 3 of 3 is missing." in capsys.readouterr().err
+    rows = _rows(tmp_path / "out")
+    assert sorted(rows) == sorted(s for s, _ in batch.shard_of(
+        [(s, CHAPTER) for s in ["ann", "ben", "cat", "dan"]], (1, 3)) + batch.shard_of(
+        [(s, CHAPTER) for s in ["ann", "ben", "cat", "dan"]], (2, 3)))
+    for part in parts:
+        shutil.rmtree(part)
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    for outcome in results["outcomes"]:
+        assert Path(outcome["feedback"]).read_text() == f"feedback of {outcome['student']}"
