@@ -12,6 +12,7 @@ Tests and the bench call ``grade_class``; ``python -m grader grade`` is its comm
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 import shutil
 import tempfile
@@ -37,7 +38,7 @@ class Settings:
     cell_timeout: int = course.CELL_TIMEOUT
     sandbox: bool | None = None  # None: wherever the machine allows it
     db: Path = course.INSTRUCTOR_DB
-    keep: bool = False  # keep each submission's log and graded notebook under OUT/kept
+    keep: bool = False  # keep each submission's grading log under OUT/kept
     shard: tuple[int, int] = (1, 1)  # grade the K-th of N slices
     lms: str = "auto"
     roster: Path | None = None
@@ -130,7 +131,8 @@ class _Run:
         """Grade ``sub``: its own notebook on ``kernel`` (for which the worker ``waited``
         seconds), for the feedback; its tests on the worker's ``scorer``. Set ``cells_done``
         once ``kernel`` is no longer needed."""
-        outcome = Outcome(sub.student, sub.chapter, max_score=self.max_scores[sub.chapter])
+        outcome = Outcome(sub.student, sub.chapter, max_score=self.max_scores[sub.chapter],
+                          submitted=handed_in(sub.path))
         outcome.phases["kernel start"] = waited
         began = time.perf_counter()
         try:
@@ -160,16 +162,17 @@ class _Run:
             notebook = limit_outputs(notebook, self.config, info)
             outcome.feedback = await asyncio.to_thread(feedback.write, notebook, outcome,
                                                        self.out)
+        gradebook.keep_for_formgrader(self.out, outcome, sub.path, notebook)
         outcome.phases["feedback"] = time.perf_counter() - began
         if self.settings.keep:
-            self.keep(outcome, notebook, kernel)
+            self.keep(outcome, kernel)
         return outcome
 
-    def keep(self, outcome: Outcome, notebook, kernel: kernels.Kernel) -> None:
-        """The graded notebook and the kernel's log under OUT/kept/<student>/."""
+    def keep(self, outcome: Outcome, kernel: kernels.Kernel) -> None:
+        """The submission's grading log under OUT/kept/<student>/ (its graded notebook is in
+        OUT/autograded/)."""
         folder = self.out / "kept" / outcome.student
         folder.mkdir(parents=True, exist_ok=True)
-        nbformat.write(notebook, folder / f"{outcome.chapter}.ipynb")
         log = kernel.folder / "kernel.log"
         lines = [f"status: {outcome.status.value}; score {outcome.score:g} of "
                  f"{outcome.max_score:g}", *outcome.notes,
@@ -336,6 +339,23 @@ def grade_class(submissions: Path, out: Path, settings: Settings | None = None) 
 UNFINISHED = ".grading-unfinished"
 
 
+def handed_in(path: Path) -> str:
+    """When a submission was handed in (its file's time), as nbgrader writes timestamps."""
+    when = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC)
+    return when.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+
+
+def with_manual_scores(outcomes: list[Outcome], out: Path, notes: list[str],
+                       part: gradebook.Slice | None = None) -> None:
+    """Once the gradebook gave the final scores: the feedback pages of submissions an
+    instructor scored by hand, and the sheets, again."""
+    touched = [o for o in outcomes if o.manual]
+    for outcome in touched:
+        feedback.rewrite(outcome, out)
+    if touched:
+        gradebook.write_sheets(out, outcomes, notes, part)
+
+
 class NotWritable(OSError):
     """OUT or the gradebook's folder cannot be written: nothing is graded."""
 
@@ -365,7 +385,9 @@ def _finish(batch: Batch, out: Path, settings: Settings, run: _Run, folder: Path
     (out / UNFINISHED).unlink(missing_ok=True)
     if n == 1 and any(o.cells for o in batch.outcomes):
         try:
-            gradebook.record(batch.outcomes, settings.db, run.db, folder)
+            gradebook.record(batch.outcomes, settings.db, run.db, folder, out)
         except gradebook.GradebookNotUpdated as exc:
             batch.gradebook_error = str(exc)
+        else:
+            with_manual_scores(batch.outcomes, out, batch.notes, part)
     batch.seconds["bookkeeping"] = time.perf_counter() - began

@@ -92,7 +92,7 @@ def _grade_parser(verbs) -> None:
                        help="run student code without namespaces (e.g. inside a container "
                             "already started with --network none)")
     grade.add_argument("--keep", action="store_true",
-                       help="keep each submission's log and graded notebook in OUT/kept/")
+                       help="keep each submission's grading log in OUT/kept/")
     grade.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N",
                        help="grade only the K-th of N slices (then `merge` the N outputs)")
     grade.add_argument("--lms", default="auto",
@@ -234,6 +234,7 @@ def merge(args) -> int:
     import tempfile
 
     from . import gradebook
+    from .batch import with_manual_scores
 
     parts, problems = _read_parts(args.parts or [args.out])
     problems += _slices_problems(parts)
@@ -255,16 +256,24 @@ def merge(args) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         template = gradebook.make_template(sorted({o.chapter for o in outcomes}), Path(scratch))
         try:
-            gradebook.record(outcomes, args.gradebook, template, Path(scratch))
+            gradebook.record(outcomes, args.gradebook, template, Path(scratch), args.out)
         except gradebook.GradebookNotUpdated as exc:
             return _summary(outcomes, args.out, str(exc))
+    with_manual_scores(outcomes, args.out, notes)
     return _summary(outcomes, args.out, None)
 
 
 def _moved_feedback(outcome, part: Path, out: Path):
-    """The outcome, its feedback page copied from the part into OUT (OUT stands on its own once
-    the parts are removed)."""
-    if outcome.feedback is None or part.resolve() == out.resolve():
+    """The outcome, its feedback page and graded notebooks copied from the part into OUT (OUT
+    stands on its own once the parts are removed)."""
+    if part.resolve() == out.resolve():
+        return outcome
+    for step in ("submitted", "autograded"):
+        source = part / step / outcome.student / outcome.chapter
+        if source.is_dir():
+            shutil.copytree(source, out / step / outcome.student / outcome.chapter,
+                            dirs_exist_ok=True)
+    if outcome.feedback is None:
         return outcome
     page = out / "feedback" / outcome.student / f"{outcome.chapter}.html"
     source = part / "feedback" / outcome.student / f"{outcome.chapter}.html"

@@ -53,7 +53,8 @@ def _with_scores(notebook, outcome: Outcome) -> None:
             unanswered = meta.get("checksum") and meta.get("checksum") == _checksum(cell)
             meta["comment"] = "No response." if unanswered and not is_task(cell) else None
         if is_grade(cell) or is_task(cell):
-            meta["score"] = outcome.cells.get(meta.get("grade_id"))
+            grade_id = meta.get("grade_id")
+            meta["score"] = outcome.manual.get(grade_id, outcome.cells.get(grade_id))
             meta["points"] = float(meta.get("points", 0))
 
 
@@ -103,3 +104,13 @@ def write(notebook, outcome: Outcome, out: Path) -> Path:
     page.write_text(render(notebook, outcome), encoding="utf-8")
     os.chmod(page, 0o644)
     return page
+
+
+def rewrite(outcome: Outcome, out: Path) -> None:
+    """The feedback page again, from the graded notebook in OUT, with the final scores (an
+    instructor's manual scores included)."""
+    import nbformat
+
+    graded = out / "autograded" / outcome.student / outcome.chapter / f"{outcome.chapter}.ipynb"
+    if outcome.feedback is not None and graded.exists():
+        outcome.feedback = write(nbformat.read(graded, as_version=4), outcome, out)

@@ -15,7 +15,7 @@ from pathlib import Path
 from . import course
 from .score import Outcome, Status
 
-COLUMNS = ["student", "chapter", "score", "max_score", "status"]
+COLUMNS = ["student", "chapter", "score", "max_score", "status", "notes"]
 
 _scratch_roots: list[str] = []
 
@@ -88,15 +88,33 @@ def _shape(gb, chapter: str) -> tuple | None:
             sorted((c.name, c.checksum) for c in notebook.source_cells))
 
 
-def _learn_chapters(db: Path, template: Path, chapters: list[str], scratch: Path) -> None:
-    """Make the instructor's gradebook know each chapter as the template does."""
+def _test_sources(gb, chapter: str) -> dict[str, str]:
+    """grade id -> checksum of each graded cell's source, of a chapter in a gradebook."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        notebook = gb.find_notebook(chapter, chapter)
+    except MissingEntry:
+        return {}
+    graded = {cell.name for cell in notebook.grade_cells}
+    return {cell.name: cell.checksum for cell in notebook.source_cells if cell.name in graded}
+
+
+def _learn_chapters(db: Path, template: Path, chapters: list[str],
+                    scratch: Path) -> dict[str, set[str]]:
+    """Make the instructor's gradebook know each chapter as the template does; return, per
+    chapter, the test cells whose source changed since the gradebook last learned it."""
     from nbgrader.api import Gradebook
 
     if not db.exists():  # the template knows every chapter already: start from a copy
         shutil.copyfile(template, db)
-        return
+        return {}
     with Gradebook(f"sqlite:///{template}") as theirs, Gradebook(f"sqlite:///{db}") as ours:
         stale = [c for c in chapters if _shape(ours, c) != _shape(theirs, c)]
+        before = {c: _test_sources(ours, c) for c in stale}
+        now = {c: _test_sources(theirs, c) for c in stale}
+    changed = {c: {name for name, checksum in now[c].items()
+                   if before[c].get(name) not in (None, checksum)} for c in stale}
     if stale:
         try:
             course.generate(stale, db=db, release=scratch / "release-for-gradebook")
@@ -109,32 +127,125 @@ def _learn_chapters(db: Path, template: Path, chapters: list[str], scratch: Path
                 "chapters' submissions from it with `nbgrader db assignment remove`), then run "
                 "`.venv/bin/python -m grader merge OUT` to record OUT/results.json without "
                 "grading again.") from exc
+    return changed
 
 
-def record(outcomes: list[Outcome], db: Path, template: Path, scratch: Path) -> None:
-    """Write every graded submission's cell scores into the instructor's gradebook."""
-    from nbgrader.api import Gradebook, MissingEntry
+def _manual_work(gb, chapter: str, student: str) -> tuple[dict, dict]:
+    """What an instructor gave a submission by hand (in Formgrader): grade id -> (manual
+    score, extra credit), and comment name -> comment."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        notebook = gb.find_submission_notebook(chapter, chapter, student)
+    except MissingEntry:
+        return {}, {}
+    grades = {g.name: (g.manual_score, g.extra_credit) for g in notebook.grades
+              if g.manual_score is not None or g.extra_credit}
+    comments = {c.name: c.manual_comment for c in notebook.comments if c.manual_comment}
+    return grades, comments
+
+
+def record(outcomes: list[Outcome], db: Path, template: Path, scratch: Path,
+           out: Path | None = None) -> None:
+    """Write every graded submission's cell scores into the instructor's gradebook, keeping the
+    manual scores, extra credit and comments an instructor gave (unless that cell's test
+    changed); set each outcome's final score from them. With ``out`` (a grading run's OUT),
+    also put the submissions where Formgrader finds them (see :func:`formgrader_folder`)."""
+    from nbgrader.api import Gradebook
 
     chapters = sorted({o.chapter for o in outcomes})
-    _learn_chapters(db, template, chapters, scratch)
+    changed = _learn_chapters(db, template, chapters, scratch)
     with Gradebook(f"sqlite:///{db}") as gb, warnings.catch_warnings():
         # nbgrader's own add_submission trips a harmless SQLAlchemy autoflush warning
         warnings.simplefilter("ignore")
         for outcome in outcomes:
-            if not outcome.cells:
-                continue
-            gb.update_or_create_student(outcome.student)
-            try:
-                gb.remove_submission(outcome.chapter, outcome.student)
-            except MissingEntry:
-                pass
-            gb.add_submission(outcome.chapter, outcome.student)
-            for grade_id, score in outcome.cells.items():
-                grade = gb.find_grade(grade_id, outcome.chapter, outcome.chapter,
-                                      outcome.student)
-                grade.auto_score = score
-                grade.needs_manual_grade = score is None
-            gb.db.commit()
+            if outcome.cells:
+                _record_one(gb, outcome, changed.get(outcome.chapter, set()))
+    if out is not None:
+        place_for_formgrader([o for o in outcomes if o.cells], out, formgrader_folder(db), db)
+
+
+def _record_one(gb, outcome: Outcome, changed: set[str]) -> None:
+    from nbgrader.api import MissingEntry
+
+    gb.update_or_create_student(outcome.student)
+    grades, comments = _manual_work(gb, outcome.chapter, outcome.student)
+    try:
+        gb.remove_submission(outcome.chapter, outcome.student)
+    except MissingEntry:
+        pass
+    timestamp = {"timestamp": outcome.submitted} if outcome.submitted else {}
+    gb.add_submission(outcome.chapter, outcome.student, **timestamp)
+    outcome.manual = {}
+    for grade_id, score in outcome.cells.items():
+        grade = gb.find_grade(grade_id, outcome.chapter, outcome.chapter, outcome.student)
+        grade.auto_score = score
+        manual, extra = grades.get(grade_id, (None, None)) if grade_id not in changed \
+            else (None, None)
+        grade.manual_score, grade.extra_credit = manual, extra
+        grade.needs_manual_grade = score is None or manual is not None
+        if manual is not None:
+            outcome.manual[grade_id] = manual
+    notebook = gb.find_submission_notebook(outcome.chapter, outcome.chapter, outcome.student)
+    for comment in notebook.comments:
+        if comment.name in comments:
+            comment.manual_comment = comments[comment.name]
+    gb.db.commit()
+    outcome.score = gb.find_submission(outcome.chapter, outcome.student).score
+
+
+# --- where Formgrader looks ---------------------------------------------------------------------
+
+def formgrader_folder(db: Path) -> Path:
+    """The course folder Formgrader reads with this gradebook: the course's root for the
+    course's own gradebook (grader/nbgrader_config.py says so), else the gradebook's folder,
+    which gets an nbgrader_config.py of its own."""
+    return course.ROOT if db.resolve() == course.INSTRUCTOR_DB.resolve() else db.parent
+
+
+SUBMITTED, AUTOGRADED = "submitted", "autograded"
+
+
+def _timestamp(outcome: Outcome) -> str:
+    return outcome.submitted or "1970-01-01 00:00:00 UTC"
+
+
+def keep_for_formgrader(out: Path, outcome: Outcome, submitted: Path, graded) -> None:
+    """OUT/submitted and OUT/autograded, in nbgrader's own layout: the notebook as handed in,
+    and as graded (the test cells' outputs from the scoring kernel)."""
+    import nbformat
+
+    for step, write in ((SUBMITTED, lambda path: shutil.copyfile(submitted, path)),
+                        (AUTOGRADED, lambda path: nbformat.write(graded, path))):
+        folder = out / step / outcome.student / outcome.chapter
+        folder.mkdir(parents=True, exist_ok=True)
+        write(folder / f"{outcome.chapter}.ipynb")
+        (folder / "timestamp.txt").write_text(_timestamp(outcome))
+
+
+def place_for_formgrader(outcomes: list[Outcome], out: Path, folder: Path, db: Path) -> None:
+    """Copy OUT's submitted and autograded notebooks where Formgrader finds them, next to the
+    gradebook that knows them."""
+    for outcome in outcomes:
+        for step in (SUBMITTED, AUTOGRADED):
+            source = out / step / outcome.student / outcome.chapter
+            if source.is_dir() and source.resolve() != (folder / step / outcome.student /
+                                                         outcome.chapter).resolve():
+                shutil.copytree(source, folder / step / outcome.student / outcome.chapter,
+                                dirs_exist_ok=True)
+    if folder != course.ROOT:
+        (folder / "nbgrader_config.py").write_text(_config_for(folder, db))
+
+
+def _config_for(folder: Path, db: Path) -> str:
+    return (
+        "# Formgrader's view of the submissions graded into this gradebook (written by\n"
+        "# `python -m grader`): start JupyterLab in this folder to open it.\n"
+        "c = get_config()  # noqa: F821\n"
+        f"c.CourseDirectory.root = {str(folder.resolve())!r}\n"
+        f"c.CourseDirectory.source_directory = {str(course.SOLUTIONS)!r}\n"
+        f"c.CourseDirectory.release_directory = {str(course.NOTEBOOKS)!r}\n"
+        f"c.CourseDirectory.db_url = {'sqlite:///' + str(db.resolve())!r}\n")
 
 
 @dataclasses.dataclass

@@ -33,17 +33,23 @@ class Outcome:
 
     student: str
     chapter: str
-    score: float = 0.0
+    score: float = 0.0  # the final score: automatic, with an instructor's manual scores
     max_score: float = 0.0
     status: Status = Status.MISSING
     notes: list[str] = field(default_factory=list)
     cells: dict[str, float | None] = field(default_factory=dict)  # grade_id -> auto score
+    manual: dict[str, float] = field(default_factory=dict)  # grade_id -> manual score
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase
     feedback: Path | None = None
+    submitted: str | None = None  # when the student handed it in (UTC, ISO 8601)
 
     def row(self) -> dict[str, str]:
+        manual = "; ".join(f"manual score {score:g} on {grade_id} (automatic "
+                           f"{self.cells.get(grade_id) or 0:g})"
+                           for grade_id, score in sorted(self.manual.items()))
         return {"student": self.student, "chapter": self.chapter, "score": f"{self.score:g}",
-                "max_score": f"{self.max_score:g}", "status": self.status.value}
+                "max_score": f"{self.max_score:g}", "status": self.status.value,
+                "notes": manual}
 
 
 def max_score(notebook) -> float:

@@ -49,7 +49,8 @@ def graded_class(tmp_path_factory):
 
 def _output(out, student: str, tests_only: bool = False) -> str:
     """What the student's cells (or only the test cells) printed, as graded."""
-    nb = nbformat.read(out / "kept" / student / f"{CHAPTER}.ipynb", as_version=4)
+    nb = nbformat.read(out / "autograded" / student / CHAPTER / f"{CHAPTER}.ipynb",
+                       as_version=4)
     return "".join(o.get("text", "") or f"{o.get('ename')}: {o.get('evalue')}\n"
                    for c in nb.cells if c.cell_type == "code"
                    and (not tests_only or c.metadata.get("nbgrader", {}).get("grade"))
@@ -57,10 +58,10 @@ def _output(out, student: str, tests_only: bool = False) -> str:
 
 
 @pytest.mark.slow
-def test_grades_csv_keeps_its_columns(graded_class):
+def test_grades_csv_keeps_its_columns_with_the_notes_last(graded_class):
     _, _, rows, _, _, _ = graded_class
     assert list(next(iter(rows.values()))) == ["student", "chapter", "score", "max_score",
-                                               "status"]
+                                               "status", "notes"]
     assert {row["max_score"] for row in rows.values()} == {"2"}
 
 
@@ -103,11 +104,13 @@ def test_feedback_cuts_a_huge_output(graded_class):
 
 
 @pytest.mark.slow
-def test_keep_leaves_each_log_and_graded_notebook_in_out(graded_class):
+def test_keep_leaves_each_log_in_out_beside_the_graded_notebooks(graded_class):
     _, _, _, out, _, _ = graded_class
     log = (out / "kept" / "hangs_in_collective" / f"{CHAPTER}.log").read_text()
     assert "status: timed out" in log
-    assert (out / "kept" / "correct" / f"{CHAPTER}.ipynb").exists()
+    for step in ("submitted", "autograded"):
+        folder = out / step / "correct" / CHAPTER
+        assert (folder / f"{CHAPTER}.ipynb").exists() and (folder / "timestamp.txt").exists()
 
 
 @pytest.fixture
