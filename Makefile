@@ -16,7 +16,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup lab test lint bench bench-grade baselines generate validate grade clean
-.PHONY: check course-source student-edition execute
+.PHONY: check course-source student-edition execute formgrader
 
 setup: $(STAMP)
 
@@ -75,6 +75,11 @@ generate: setup
 
 validate: setup
 	$(BIN)/python -m grader validate
+
+# nbgrader's Formgrader on what `make grade` recorded in grader/gradebook.db (README, "Reviewing
+# grades in Formgrader"): JupyterLab in the course's root, with the course's nbgrader_config.py.
+formgrader: setup
+	JUPYTER_CONFIG_PATH="$(CURDIR)/grader" $(BIN)/jupyter lab --notebook-dir="$(CURDIR)" $(LAB_FLAGS)
 
 grade: setup
 	@test -n "$(SUBMISSIONS)" -a -n "$(OUT)" || \

@@ -56,6 +56,7 @@ class Batch:
     sandboxed: bool = True
     gradebook_error: str | None = None
     kernel_error: str | None = None  # a kernel that could not start stopped the batch
+    students: dict[str, dict[str, str]] = field(default_factory=dict)  # LMS identities
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -327,6 +328,7 @@ def grade_class(submissions: Path, out: Path, settings: Settings | None = None) 
         batch.outcomes += [Outcome(s, c, max_score=run.max_scores.get(c, 0.0))
                            for s, c in keys if (s, c) not in by_key]
         batch.outcomes.sort(key=lambda o: (o.student, o.chapter))
+        batch.students = found.identities
         _finish(batch, out, settings, run, folder,
                 gradebook.Slice.of(grid, keys, *settings.shard))
     finally:
@@ -346,14 +348,15 @@ def handed_in(path: Path) -> str:
 
 
 def with_manual_scores(outcomes: list[Outcome], out: Path, notes: list[str],
-                       part: gradebook.Slice | None = None) -> None:
+                       part: gradebook.Slice | None = None,
+                       students: dict[str, dict[str, str]] | None = None) -> None:
     """Once the gradebook gave the final scores: the feedback pages of submissions an
     instructor scored by hand, and the sheets, again."""
     touched = [o for o in outcomes if o.manual]
     for outcome in touched:
         feedback.rewrite(outcome, out)
     if touched:
-        gradebook.write_sheets(out, outcomes, notes, part)
+        gradebook.write_sheets(out, outcomes, notes, part, students)
 
 
 class NotWritable(OSError):
@@ -381,7 +384,7 @@ def _finish(batch: Batch, out: Path, settings: Settings, run: _Run, folder: Path
     """grades.csv and the notes first; then the instructor's gradebook, which may refuse."""
     began = time.perf_counter()
     n = settings.shard[1]
-    gradebook.write_sheets(out, batch.outcomes, batch.notes, part)
+    gradebook.write_sheets(out, batch.outcomes, batch.notes, part, batch.students)
     (out / UNFINISHED).unlink(missing_ok=True)
     if n == 1 and any(o.cells for o in batch.outcomes):
         try:
@@ -389,5 +392,5 @@ def _finish(batch: Batch, out: Path, settings: Settings, run: _Run, folder: Path
         except gradebook.GradebookNotUpdated as exc:
             batch.gradebook_error = str(exc)
         else:
-            with_manual_scores(batch.outcomes, out, batch.notes, part)
+            with_manual_scores(batch.outcomes, out, batch.notes, part, batch.students)
     batch.seconds["bookkeeping"] = time.perf_counter() - began

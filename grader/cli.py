@@ -5,6 +5,7 @@
                                            [--lms {auto,canvas,moodle,blackboard,folders}]
                                            [--roster FILE]
     python -m grader merge OUT SHARD_OUT... [--partial]   # combine the outputs of --shard runs
+    python -m grader export --lms {canvas,moodle,blackboard} OUT [--missing empty|zero]
     python -m grader generate [CHAPTER...]    # solutions/ -> notebooks/
     python -m grader validate [CHAPTER...]    # solutions pass every test, stubs pass none
 """
@@ -115,6 +116,14 @@ def _parser() -> argparse.ArgumentParser:
     merge.add_argument("--partial", action="store_true",
                        help="merge what is there even if slices are missing, doubled, "
                             "unfinished or of another grading (each is named)")
+    export = verbs.add_parser("export", help="the LMS's import file of a graded class's scores")
+    export.add_argument("out", type=Path, help="a grading run's (or a merge's) OUT")
+    export.add_argument("--lms", required=True, choices=["canvas", "moodle", "blackboard"])
+    export.add_argument("--missing", choices=["empty", "zero"], default="empty",
+                        help="a roster student who handed nothing in: an empty cell (the LMS "
+                             "keeps what it has) or 0 (default: empty)")
+    export.add_argument("--to", type=Path, help="the file to write (default: "
+                        "OUT/<lms>-grades.csv)")
     for verb in ("generate", "validate"):
         sub = verbs.add_parser(verb)
         sub.add_argument("chapters", nargs="*", help="chapter names (default: all)")
@@ -175,7 +184,8 @@ def _summary(outcomes, out: Path, gradebook_error: str | None) -> int:
 
 
 def _read_parts(paths: list[Path]):
-    """(part folder, slice, notes, outcomes) of each shard's OUT, and what is wrong with them."""
+    """(part folder, slice, notes, outcomes, students) of each shard's OUT, and what is wrong
+    with them."""
     from . import gradebook
     from .batch import UNFINISHED
 
@@ -193,13 +203,14 @@ def _read_parts(paths: list[Path]):
                             "there (a task that never ran, or was stopped); grade that slice "
                             "again.")
         else:
-            part, notes, outcomes = gradebook.read_results(path)
-            graded = {(o.student, o.chapter) for o in outcomes}
+            results = gradebook.read_results(path)
+            part = results.part
+            graded = {(o.student, o.chapter) for o in results.outcomes}
             if set(part.keys) - graded:
                 problems.append(f"{path}: slice {part.k}/{part.n} graded {len(graded)} of its "
                                 f"{len(part.keys)} submissions (its run stopped early); grade "
                                 "that slice again.")
-            parts.append((path, part, notes, outcomes))
+            parts.append((path, part, results.notes, results.outcomes, results.students))
     return parts, problems
 
 
@@ -209,13 +220,13 @@ def _slices_problems(parts) -> list[str]:
         return []
     problems = []
     first = parts[0][1]
-    for path, part, _, _ in parts[1:]:
+    for path, part, *_ in parts[1:]:
         if (part.n, part.fingerprint) != (first.n, first.fingerprint):
             problems.append(f"{path} is slice {part.k}/{part.n} of another grading (another "
                             f"class, or another number of slices) than {parts[0][0]} "
                             f"({first.k}/{first.n}).")
     by_k: dict[int, list[Path]] = {}
-    for path, part, _, _ in parts:
+    for path, part, *_ in parts:
         by_k.setdefault(part.k, []).append(path)
     problems += [f"Slice {k}/{first.n} is given twice: {' and '.join(map(str, paths))}."
                  for k, paths in sorted(by_k.items()) if len(paths) > 1]
@@ -245,13 +256,14 @@ def merge(args) -> int:
             print("Nothing was merged. Grade the slices named above again, or merge what is "
                   "there with --partial.", file=sys.stderr)
             return 2
-    merged, notes = {}, []
-    for path, _, part_notes, part_outcomes in parts:
+    merged, notes, students = {}, [], {}
+    for path, _, part_notes, part_outcomes, part_students in parts:
         notes += [n for n in part_notes if n not in notes]
+        students.update(part_students)
         for outcome in part_outcomes:  # a slice given twice (--partial) counts once
             merged[outcome.student, outcome.chapter] = _moved_feedback(outcome, path, args.out)
     outcomes = list(merged.values())
-    gradebook.write_sheets(args.out, outcomes, notes)
+    gradebook.write_sheets(args.out, outcomes, notes, students=students)
     course.use_nbgrader_environment()
     with tempfile.TemporaryDirectory() as scratch:
         template = gradebook.make_template(sorted({o.chapter for o in outcomes}), Path(scratch))
@@ -259,7 +271,7 @@ def merge(args) -> int:
             gradebook.record(outcomes, args.gradebook, template, Path(scratch), args.out)
         except gradebook.GradebookNotUpdated as exc:
             return _summary(outcomes, args.out, str(exc))
-    with_manual_scores(outcomes, args.out, notes)
+    with_manual_scores(outcomes, args.out, notes, students=students)
     return _summary(outcomes, args.out, None)
 
 
@@ -282,6 +294,21 @@ def _moved_feedback(outcome, part: Path, out: Path):
         shutil.copyfile(source, page)
         outcome.feedback = page
     return outcome
+
+
+def export_grades(args) -> int:
+    from .export import export
+
+    if not (args.out / "results.json").exists():
+        print(f"error: {args.out} holds no results.json: give the OUT of `make grade` or of "
+              "`python -m grader merge`", file=sys.stderr)
+        return 2
+    written, unmatched = export(args.out, args.lms, args.missing, args.to)
+    for line in unmatched:
+        print(f"warning: {line}", file=sys.stderr)
+    print(f"wrote {written}: import it into {args.lms.capitalize()}'s gradebook (README, "
+          "\"Grades back to the LMS\")")
+    return 0
 
 
 def generate_or_validate(args) -> int:
@@ -309,4 +336,6 @@ def main(argv: list[str] | None = None) -> int:
         return grade(args)
     if args.verb == "merge":
         return merge(args)
+    if args.verb == "export":
+        return export_grades(args)
     return generate_or_validate(args)

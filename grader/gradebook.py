@@ -265,7 +265,8 @@ class Slice:
 
 
 def write_sheets(out: Path, outcomes: list[Outcome], batch_notes: list[str],
-                 part: Slice | None = None) -> None:
+                 part: Slice | None = None,
+                 students: dict[str, dict[str, str]] | None = None) -> None:
     """``grades.csv`` (the columns instructors' scripts read), ``notes.json`` (what was tampered
     with, which cell hung, how the batch ran) and ``results.json`` (everything, for ``merge``
     and for recording in a gradebook later)."""
@@ -280,8 +281,11 @@ def write_sheets(out: Path, outcomes: list[Outcome], batch_notes: list[str],
         notes["batch"] = batch_notes
     (out / "notes.json").write_text(json.dumps(notes, indent=1))
     part = part or Slice(keys=[(o.student, o.chapter) for o in outcomes])
+    graded = {o.student for o in outcomes}
     results = {"shard": f"{part.k}/{part.n}", "slice": dataclasses.asdict(part),
-               "notes": batch_notes, "outcomes": [_as_json(o) for o in outcomes]}
+               "notes": batch_notes, "outcomes": [_as_json(o) for o in outcomes],
+               # what the LMS knows of each student (intake), for sending grades back
+               "students": {s: i for s, i in sorted((students or {}).items()) if s in graded}}
     (out / "results.json").write_text(json.dumps(results, indent=1))
 
 
@@ -292,8 +296,19 @@ def _as_json(outcome: Outcome) -> dict:
     return data
 
 
-def read_results(folder: Path) -> tuple[Slice, list[str], list[Outcome]]:
-    """The slice, batch notes and outcomes a grading run wrote in ``folder``."""
+@dataclasses.dataclass
+class Results:
+    """What a grading run (or a merge) wrote in OUT/results.json."""
+
+    part: Slice
+    notes: list[str]
+    outcomes: list[Outcome]
+    students: dict[str, dict[str, str]]
+
+
+def read_results(folder: Path) -> Results:
+    """The slice, batch notes, outcomes and students' LMS identities a grading run wrote in
+    ``folder``."""
     results = json.loads((folder / "results.json").read_text())
     outcomes = []
     for data in results["outcomes"]:
@@ -306,4 +321,4 @@ def read_results(folder: Path) -> tuple[Slice, list[str], list[Outcome]]:
     else:  # written before slices were recorded: its shard only
         k, n = (int(x) for x in results["shard"].split("/"))
         part = Slice(k, n, "", [(o.student, o.chapter) for o in outcomes])
-    return part, results["notes"], outcomes
+    return Results(part, results["notes"], outcomes, results.get("students", {}))

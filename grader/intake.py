@@ -96,6 +96,10 @@ class Intake:
     skipped: list[Skipped]
     layout: str
     roster: list[str] | None  # every student of the roster, under the name their files get
+    # student -> what the LMS knows of them, from file names and the roster's row (lower-case
+    # column names: "id", "student", "sis login id", "identifier", "email address", "username",
+    # ...), for sending grades back (grader/export.py)
+    identities: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def report(self) -> str:
         """What was found and every file that was not used, for the instructor."""
@@ -121,6 +125,7 @@ class _Reading:
     when: tuple = ("", 0, 0)          # the LMS's order: (attempt timestamp, -N, submission id)
     ids: tuple = ()
     names: tuple = ()
+    identity: dict = field(default_factory=dict)  # what the file's name says of the student
 
 
 @dataclass
@@ -136,6 +141,7 @@ class _Candidate:
 class _Person:
     ids: set = field(default_factory=set)
     names: set = field(default_factory=set)
+    identity: dict = field(default_factory=dict)
 
 
 def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "auto",
@@ -158,6 +164,7 @@ def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "aut
         if reading and reading.student:
             people[reading.student].ids.update(i.lower() for i in (reading.student, *reading.ids))
             people[reading.student].names.update(reading.names)
+            people[reading.student].identity.update(reading.identity)
         why = _why_unusable(rel, reading, layout)
         chapter = reading.chapter if reading else None
         if not why and chapter is None:
@@ -168,8 +175,10 @@ def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "aut
         order = (reading.preferred, reading.when, path.stat().st_mtime, _copy_number(rel.name))
         candidates.append(_Candidate(reading.student, chapter, path, rel.as_posix(), order))
     submissions = _newest(candidates, skipped)
-    students = None if members is None else _match_roster(members, people, layout)
-    return Intake(submissions, sorted(skipped, key=lambda s: s.name), layout, students)
+    identities = {student: dict(person.identity) for student, person in people.items()}
+    students = None if members is None else _match_roster(members, people, layout, identities)
+    return Intake(submissions, sorted(skipped, key=lambda s: s.name), layout, students,
+                  identities)
 
 
 def _why_unusable(rel: PurePosixPath, reading: _Reading | None, layout: str) -> str:
@@ -286,7 +295,8 @@ def _read_canvas(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Readin
         file, again = numbered["stem"] + numbered["ext"], int(numbered["n"])
     return _Reading(student=_person(match["name"], match["id"]), file=file,
                     when=("", again, int(match["submission"])), ids=(match["id"],),
-                    names=(_norm(match["name"]),))
+                    names=(_norm(match["name"]),),
+                    identity={"id": match["id"], "student": match["name"]})
 
 
 def _read_moodle(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading | None:
@@ -295,7 +305,9 @@ def _read_moodle(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Readin
         if match and (match["file"] or index < len(rel.parts) - 1):
             return _Reading(student=_person(match["name"], match["id"]),
                             file=match["file"] or rel.name, ids=(match["id"],),
-                            names=(_norm(match["name"]),))
+                            names=(_norm(match["name"]),),
+                            identity={"identifier": f"Participant {match['id']}",
+                                      "full name": match["name"]})
     return None
 
 
@@ -309,7 +321,9 @@ def _read_blackboard(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Re
     if receipt and prefix.endswith(f"_{receipt[1]}_attempt_{match['time']}"):
         user, names = receipt[1], (_norm(receipt[0]),)  # a username with "_" in it
     reading = _Reading(student=_safe(user), file=match["file"] or "", ids=(user,), names=names,
-                       when=(match["time"], 0, 0))
+                       when=(match["time"], 0, 0),
+                       identity={"username": user, **({"full name": receipt[0]}
+                                                      if receipt else {})})
     if match["receipt"]:
         reading.why = "Blackboard's receipt for this attempt, not a notebook"
     return reading
@@ -479,6 +493,7 @@ class _Member:
     names: tuple = ()
     keys: dict = field(default_factory=dict)  # layout -> the name their files would get
     fallback: str = ""
+    row: dict = field(default_factory=dict)  # the roster's row, lower-case column names
 
 
 ID_COLUMNS = ("id", "sis user id", "sis login id", "login id", "username", "student id",
@@ -554,11 +569,14 @@ def _member(cell: dict[str, str]) -> _Member:
     if login:
         keys["blackboard"] = _safe(login)
     fallback = _safe(login or full or student or (ids[0] if ids else ""))
-    return _Member(ids=ids, names=names, keys=keys, fallback=fallback)
+    return _Member(ids=ids, names=names, keys=keys, fallback=fallback,
+                   row={k: v for k, v in cell.items() if v})
 
 
-def _match_roster(members: list[_Member], people: dict[str, _Person], layout: str) -> list[str]:
-    """Each roster student under the name their files have, or would have had."""
+def _match_roster(members: list[_Member], people: dict[str, _Person], layout: str,
+                  identities: dict[str, dict[str, str]]) -> list[str]:
+    """Each roster student under the name their files have, or would have had; what the
+    roster's row says of them goes into ``identities``."""
     by_id = {i: student for student, person in people.items() for i in person.ids}
     by_name: dict[str, set[str]] = defaultdict(set)
     for student, person in people.items():
@@ -570,5 +588,8 @@ def _match_roster(members: list[_Member], people: dict[str, _Person], layout: st
         if found is None:
             fits = set().union(*(by_name.get(n, set()) for n in member.names))
             found = fits.pop() if len(fits) == 1 else None  # two Jane Does: by id only
-        students.append(found or member.keys.get(layout) or member.fallback)
+        student = found or member.keys.get(layout) or member.fallback
+        if student:
+            identities.setdefault(student, {}).update(member.row)
+        students.append(student)
     return list(dict.fromkeys(s for s in students if s))

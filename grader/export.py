@@ -1,0 +1,111 @@
+"""Grades back to the LMS: the file each LMS imports into its gradebook, one column per chapter,
+from a grading run's OUT (``python -m grader export --lms canvas|moodle|blackboard OUT``).
+
+Students are matched by what the LMS knows of them, as intake kept it (``results.json``'s
+``students``: from the download's file names and the roster's rows, ``--roster`` when grading):
+
+- **Canvas** (Grades > Import): ``Student, ID, SIS User ID, SIS Login ID, Section``, then a
+  column per assignment, and a ``Points Possible`` row, the columns of Canvas's own gradebook
+  export. Canvas matches a row by its ``ID`` (the user id in a Canvas download's file names)
+  or its SIS ids; a column whose name is no assignment becomes a new one.
+- **Moodle** (Gradebook setup > Import > CSV file): a header row and a column per grade item;
+  at import, "Map from" one identifying column to the user field it holds: ``Email address``,
+  ``ID number`` or ``Username``. A download's folders give the participant number and the full
+  name only, which Moodle's gradebook import cannot match: grade with ``--roster`` set to the
+  assignment's grading worksheet or the course's participants export, which hold the email.
+- **Blackboard** (Grade Center > Work Offline > Upload): every field in quotes, the students
+  identified by ``Username``; a column without a Column ID (``|1234``) becomes a new column.
+
+A student of the roster who handed nothing in gets an empty cell (the LMS leaves the grade
+as it is) or, with ``--missing zero``, a 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+from .gradebook import read_results
+from .score import Status
+
+LMSS = ("canvas", "moodle", "blackboard")
+
+
+def _split_name(full: str) -> tuple[str, str]:
+    """(last, first) of "Smith, Jane" or "Jane Smith"."""
+    if "," in full:
+        last, first = (part.strip() for part in full.split(",", 1))
+        return last, first
+    words = full.split()
+    return (words[-1], " ".join(words[:-1])) if len(words) > 1 else (full, "")
+
+
+def _canvas(student: str, who: dict[str, str]) -> tuple[list[str], str | None]:
+    canvas_id = who.get("id") or (student.rsplit("_", 1)[-1] if re.search(r"_\d+$", student)
+                                  else "")
+    cells = [who.get("student", student), canvas_id, who.get("sis user id", ""),
+             who.get("sis login id", ""), who.get("section", "")]
+    missing = None if any(cells[1:4]) else (
+        f"{student}: no Canvas ID or SIS id (not graded from a Canvas download or roster): "
+        "Canvas will not match this row")
+    return cells, missing
+
+
+def _moodle(student: str, who: dict[str, str]) -> tuple[list[str], str | None]:
+    full = who.get("full name") or " ".join(
+        filter(None, (who.get("first name"), who.get("last name")))) or student
+    cells = [full, who.get("email address", who.get("email", "")), who.get("id number", ""),
+             who.get("username", ""), who.get("identifier", "")]
+    missing = None if any(cells[1:4]) else (
+        f"{student}: no email address, ID number or username: grade with --roster set to the "
+        "assignment's grading worksheet or the participants export, or Moodle cannot match "
+        "this row")
+    return cells, missing
+
+
+def _blackboard(student: str, who: dict[str, str]) -> tuple[list[str], str | None]:
+    last, first = who.get("last name", ""), who.get("first name", "")
+    if not (last or first) and who.get("full name"):
+        last, first = _split_name(who["full name"])
+    username = who.get("username") or who.get("sis login id") or student
+    return [last, first, username], None
+
+
+_FORMATS = {
+    "canvas": (["Student", "ID", "SIS User ID", "SIS Login ID", "Section"], _canvas),
+    "moodle": (["Full name", "Email address", "ID number", "Username", "Identifier"], _moodle),
+    "blackboard": (["Last Name", "First Name", "Username"], _blackboard),
+}
+
+
+def export(out: Path, lms: str, missing: str = "empty",
+           to: Path | None = None) -> tuple[Path, list[str]]:
+    """Write the import file for ``lms`` from ``out``'s results; return its path and what
+    the LMS may not match (one line a student)."""
+    if lms not in _FORMATS:
+        raise ValueError(f"unknown LMS {lms!r}: use one of {', '.join(LMSS)}")
+    results = read_results(out)
+    chapters = sorted({o.chapter for o in results.outcomes})
+    points = {o.chapter: o.max_score for o in results.outcomes}
+    scores: dict[str, dict[str, str]] = {}
+    for outcome in results.outcomes:
+        handed_in = outcome.status != Status.MISSING
+        score = f"{outcome.score:g}" if handed_in else ("0" if missing == "zero" else "")
+        scores.setdefault(outcome.student, {})[outcome.chapter] = score
+    columns, identify = _FORMATS[lms]
+    to = to or out / f"{lms}-grades.csv"
+    unmatched = []
+    with open(to, "w", newline="", encoding="utf-8") as sheet:
+        writer = csv.writer(sheet, quoting=csv.QUOTE_ALL if lms == "blackboard"
+                            else csv.QUOTE_MINIMAL)
+        writer.writerow(columns + chapters)
+        if lms == "canvas":
+            writer.writerow(["Points Possible"] + [""] * (len(columns) - 1)
+                            + [f"{points[c]:g}" for c in chapters])
+        for student in sorted(scores):
+            cells, problem = identify(student, results.students.get(student, {}))
+            if problem:
+                unmatched.append(problem)
+            writer.writerow(cells + [scores[student].get(c, "") for c in chapters])
+    return to, unmatched
