@@ -74,3 +74,28 @@ def test_check_names_the_chapters_when_it_cannot_tell_which_one(tmp_path):
     done = make("check", "CHAPTER=01", f"WORK={tmp_path / 'work'}")
     assert done.returncode != 0
     assert f"Which chapter is '01'? Use one of: {CHAPTER}" in done.stdout + done.stderr
+
+
+def test_a_failing_test_shows_its_message_not_the_checks_source(tmp_path):
+    # the right weights, sent with send/recv instead of the broadcast the exercise asks for
+    wrong = ("def share_initial_weights(model_state, src=0):\n"
+             "    for tensor in model_state.values():\n"
+             "        if dist.get_rank() == src:\n"
+             "            for rank in range(dist.get_world_size()):\n"
+             "                if rank != src:\n"
+             "                    dist.send(tensor, rank)\n"
+             "        else:\n"
+             "            dist.recv(tensor, src)\n")
+    chapter = "01_broadcast"
+    _students_work(tmp_path / "work", chapter, answered=["01-my-broadcast"],
+                   wrong={"01-share-initial-weights": wrong})
+    done = subprocess.run([str(VENV / "bin" / "python"), "helpers/scripts/check_notebook.py",
+                           str(tmp_path / "work"), chapter],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    lines = done.stdout.splitlines()
+    failing = next(i for i, line in enumerate(lines) if line.startswith("  FAIL  "))
+    assert lines[failing].startswith("  FAIL  01-share-initial-weights-test"), done.stdout
+    assert lines[failing + 1] == (
+        "        CheckFailed: On rank 0 (world_size=4, src=0, sizes=(4, 3)), your code should "
+        "call dist.broadcast, but it made: send."), done.stdout
+    assert "checks.py" not in done.stdout and "raise CheckFailed" not in done.stdout
