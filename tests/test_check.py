@@ -49,8 +49,10 @@ def test_check_reports_the_passing_and_the_failing_exercise(tmp_path):
                for line in lines), done.stdout
     failing = next(i for i, line in enumerate(lines) if line.startswith("  FAIL  "))
     assert lines[failing].startswith("  FAIL  00-join-group-test (1 point): join_group()")
-    # under the failing test: what the student's code raised, on which ranks
-    assert lines[failing + 1] == "        RankError: Ranks 0-3 raised:", done.stdout
+    # under the failing test: the test's message, then what the student's code raised, where
+    assert lines[failing + 1] == "        CheckFailed: Your code failed when run on 4 ranks.", \
+        done.stdout
+    assert lines[failing + 2] == "        RankError: Ranks 0-3 raised:", done.stdout
     assert "ValueError: Default process group has not been initialized" in done.stdout
     assert "1 of 2 visible tests pass (1 of 2 points)" in done.stdout
     # make stops with status 2 whenever a command fails; the check's own status is 1
