@@ -50,8 +50,10 @@ def test_check_reports_the_passing_and_the_failing_exercise(tmp_path):
                for line in lines), done.stdout
     failing = next(i for i, line in enumerate(lines) if line.startswith("  FAIL  "))
     assert lines[failing].startswith("  FAIL  00-join-group-test (1 point): join_group()")
-    # under the failing test: what the student's code raised, on which ranks
-    assert lines[failing + 1] == "        RankError: Ranks 0-3 raised:", done.stdout
+    # under the failing test: the test's message, then what the student's code raised, where
+    assert lines[failing + 1] == "        CheckFailed: Your code failed when run on 4 ranks.", \
+        done.stdout
+    assert lines[failing + 2] == "        RankError: Ranks 0-3 raised:", done.stdout
     assert "ValueError: Default process group has not been initialized" in done.stdout
     assert "1 of 2 visible tests pass (1 of 2 points)" in done.stdout
     # make stops with status 2 whenever a command fails; the check's own status is 1
@@ -127,3 +129,28 @@ def test_answers_that_use_the_chapters_own_definitions_and_imports_are_fine(tmp_
                           wrong={"00-whoami": uses_imports})
     _with_cell_before(path, "00-whoami", "import math\n")
     assert _check_module().lone_answer_warnings(path) == []
+
+
+def test_a_failing_test_shows_its_message_not_the_checks_source(tmp_path):
+    # the right weights, sent with send/recv instead of the broadcast the exercise asks for
+    wrong = ("def share_initial_weights(model_state, src=0):\n"
+             "    for tensor in model_state.values():\n"
+             "        if dist.get_rank() == src:\n"
+             "            for rank in range(dist.get_world_size()):\n"
+             "                if rank != src:\n"
+             "                    dist.send(tensor, rank)\n"
+             "        else:\n"
+             "            dist.recv(tensor, src)\n")
+    chapter = "01_broadcast"
+    _students_work(tmp_path / "work", chapter, answered=["01-my-broadcast"],
+                   wrong={"01-share-initial-weights": wrong})
+    done = subprocess.run([str(VENV / "bin" / "python"), "helpers/scripts/check_notebook.py",
+                           str(tmp_path / "work"), chapter],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    lines = done.stdout.splitlines()
+    failing = next(i for i, line in enumerate(lines) if line.startswith("  FAIL  "))
+    assert lines[failing].startswith("  FAIL  01-share-initial-weights-test"), done.stdout
+    assert lines[failing + 1] == (
+        "        CheckFailed: On rank 0 (world_size=4, src=0, sizes=(4, 3)), your code should "
+        "call dist.broadcast, but it made: send."), done.stdout
+    assert "checks.py" not in done.stdout and "raise CheckFailed" not in done.stdout

@@ -203,11 +203,75 @@ def test_a_check_that_expects_a_call_accepts_each_of_its_names(alias_runs, expec
         checks.expect_not_used(result, expected)
 
 
-def test_expect_used_names_every_name_it_accepts(alias_runs):
+def test_expect_used_names_the_public_names_it_accepts(alias_runs):
     with pytest.raises(AssertionError) as caught:
         checks.expect_used(alias_runs["all_gather_single"], "reduce_scatter_tensor")
-    assert ("should call dist.reduce_scatter_tensor or dist.reduce_scatter_single or "
-            "dist._reduce_scatter_base, but it made: all_gather_single") in str(caught.value)
+    assert ("should call dist.reduce_scatter_tensor or dist.reduce_scatter_single, but it "
+            "made: all_gather_single.") in str(caught.value)
+
+
+def test_expect_only_names_the_public_names_it_allows(alias_runs):
+    with pytest.raises(AssertionError) as caught:
+        checks.expect_only(alias_runs["_all_gather_base"], {"reduce_scatter_tensor"})
+    message = str(caught.value)
+    assert ("your code called dist._all_gather_base; this exercise allows only "
+            "dist.reduce_scatter_tensor or dist.reduce_scatter_single.") in message
+    assert "_reduce_scatter_base" not in message
+
+
+def test_canonical_gives_one_name_for_each_operation():
+    for names in checks.ALIASES:
+        assert {checks.canonical(name) for name in names} == {names[0]}
+    assert checks.canonical("all_reduce") == "all_reduce"
+
+
+# --- what a failure message shows ----------------------------------------------------------------
+
+def test_a_short_mismatch_shows_both_values_whole():
+    with pytest.raises(AssertionError) as caught:
+        checks.expect([1, 2], [1, 3], what="the sizes", rank=1, world_size=2)
+    assert str(caught.value) == ("On rank 1 (world_size=2), the sizes should be\n    [1, 3]\n"
+                                 "but it is\n    [1, 2]")
+
+
+def test_a_mismatch_in_a_large_value_names_the_item_and_its_largest_difference():
+    expected = {"0.weight": torch.zeros(16, 8), "2.weight": torch.ones(16, 16)}
+    got = {name: tensor.clone() for name, tensor in expected.items()}
+    got["2.weight"][3, 5] += 0.25
+    got["2.weight"][0, 1] += 0.125
+    with pytest.raises(AssertionError) as caught:
+        checks.expect(got, expected, what="the parameters", rank=0, world_size=2, steps=3)
+    assert str(caught.value) == (
+        "On rank 0 (world_size=2, steps=3), the parameters: wrong at ['2.weight'], a float32 "
+        "tensor of shape (16, 16) whose largest difference from the expected values is 0.25, "
+        "at [3, 5] (1.25 instead of 1).")
+
+
+@pytest.mark.parametrize("got, words", [
+    ([torch.zeros(16, 8)], "expected a list of 2 items, got a list of 1 item"),
+    ([torch.zeros(16, 8), torch.zeros(3)],
+     "wrong at [1], expected a float32 tensor of shape (16, 16), got a float32 tensor of shape "
+     "(3,)"),
+    ([torch.zeros(16, 8), torch.ones(16, 16, dtype=torch.int64)],
+     "wrong at [1], expected a float32 tensor of shape (16, 16), got an int64 tensor"),
+    ([torch.zeros(16, 8), None], "wrong at [1], expected a float32 tensor of shape (16, 16), "
+                                 "got None"),
+])
+def test_a_mismatch_of_kind_or_shape_says_what_was_expected_and_what_came(got, words):
+    expected = [torch.zeros(16, 8), torch.ones(16, 16)]
+    with pytest.raises(AssertionError) as caught:
+        checks.expect(got, expected, what="the parameters")
+    assert words in str(caught.value)
+
+
+def test_an_integer_mismatch_counts_the_values_that_differ():
+    expected = torch.arange(100)
+    got = expected.clone()
+    got[[7, 9]] = -1
+    with pytest.raises(AssertionError) as caught:
+        checks.expect(got, expected, what="the indices")
+    assert ("an int64 tensor of shape (100,) whose values differ from the expected ones in 2 of "
+            "100 places, first at [7] (-1 instead of 7)") in str(caught.value)
 
 
 # --- the chapters' test cells against shortcuts --------------------------------------------------
@@ -304,3 +368,36 @@ def test_a_check_that_leaves_out_the_context_still_names_the_case():
     with pytest.raises(AssertionError) as caught:
         checks.check_cases(lambda rank, world_size, n: n, [checks.Case(2, n=5)], check)
     assert str(caught.value).startswith("In the case (world_size=2, n=5): On rank 1, rank 1's")
+
+
+# --- the order of events across ranks ------------------------------------------------------------
+
+def _start_all_then_wait(tensors):
+    for work in [dist.all_reduce(t, async_op=True) for t in tensors]:
+        work.wait()
+
+
+def _wait_on_futures(tensors):
+    torch.futures.wait_all([dist.all_reduce(t, async_op=True).get_future() for t in tensors])
+
+
+def _wait_for_each_before_the_next(tensors):
+    for t in tensors:
+        dist.all_reduce(t, async_op=True).wait()
+
+
+def late_rank_case(rank, world_size, answer):
+    tensors = [torch.ones(2) for _ in range(3)]
+    with checks.late_rank("all_reduce", len(tensors), timeout=1.0):
+        answer(tensors)
+    return tensors
+
+
+@pytest.mark.parametrize("answer, started", [(_start_all_then_wait, 3), (_wait_on_futures, 3),
+                                             (_wait_for_each_before_the_next, 1)])
+def test_late_rank_shows_how_many_calls_each_rank_started_before_waiting(answer, started):
+    result = checks.run(late_rank_case, 3, args=(answer,))
+    joined = min(c.started for c in result.calls("all_reduce", 2))
+    assert [sum(c.started < joined for c in result.calls("all_reduce", rank))
+            for rank in (0, 1)] == [started, started]
+    assert checks.same(result.returns, [[torch.full((2,), 3.0)] * 3] * 3)

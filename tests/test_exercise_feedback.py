@@ -74,9 +74,79 @@ def _test_cell(chapter: str, solution_id: str) -> str:
     raise LookupError(f"{chapter} has no test cell {solution_id}-test")
 
 
+DDP_HEAD = '''
+class BucketedDDP(torch.nn.Module):
+    def __init__(self, module, bucket_cap_bytes):
+        super().__init__()
+        self.module = module
+        for param in module.parameters():
+            dist.broadcast(param.data, src=0)
+        trainable = [param for param in module.parameters() if param.requires_grad]
+        self.buckets = make_buckets(trainable, bucket_cap_bytes)
+'''
+
+ZERO3_BODY = '''
+def train_zero3(model, batches, lr=0.1):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    params = list(model.parameters())
+    numel = sum(p.numel() for p in params)
+    padded = flat_padded(params, world_size).detach()
+    shard = torch.empty(padded.numel() // world_size)
+    dist.scatter(shard, list(torch.chunk(padded, world_size)) if rank == 0 else None, src=0)
+    del padded
+    for param in params:
+        param.untyped_storage().resize_(0)
+    losses = []
+    for x, y in batches:
+        full = shard.new_empty(world_size * shard.numel())
+        dist.{gather}(full, shard)
+        torch.nn.utils.vector_to_parameters(full[:numel], params)
+        x_mine = {x_mine}
+        y_mine = {y_mine}
+        loss = torch.nn.functional.mse_loss(model(x_mine), y_mine)
+        loss.backward()
+        grad_shard = torch.empty_like(shard)
+        dist.{scatter}(grad_shard, flat_padded([p.grad for p in params], world_size))
+        shard -= lr * grad_shard / world_size
+        for param in params:
+            param.grad = None
+        {free}
+        reported = loss.detach().reshape(1)
+        dist.all_reduce(reported)
+        losses.append(reported.item() / world_size)
+    return losses
+'''
+
+
+def zero3(gather="all_gather_into_tensor", scatter="reduce_scatter_tensor", sharded=True,
+          free="full.untyped_storage().resize_(0)"):
+    """Chapter 13's train_zero3 with the given names, batch shares and freeing."""
+    return ZERO3_BODY.format(
+        gather=gather, scatter=scatter, free=free,
+        x_mine="torch.tensor_split(x, world_size)[rank]" if sharded else "x",
+        y_mine="torch.tensor_split(y, world_size)[rank]" if sharded else "y")
+
+
+# (exercise, chapter, the wrong answer, fragments of which the message must hold one)
 WRONG = {
+    "10-predict-all-reduce": (
+        "10-predict-all-reduce", "10_composing_and_cost",
+        # the tree's levels climbed once only: half its latency
+        '''
+import math
+
+def predict_all_reduce(algorithm, size, world_size, alpha, bandwidth):
+    n = world_size
+    steps, sent = {"direct": (n - 1, (n - 1) * size),
+                   "ring": (2 * (n - 1), 2 * (n - 1) / n * size),
+                   "tree": (math.ceil(math.log2(n)), 2 * size)}[algorithm]
+    return sent, steps * alpha + sent / bandwidth
+''',
+        ["Here (world_size=8, algorithm='tree', size=65536, alpha=1e-05, "
+         "bandwidth=50000000000.0), predict_all_reduce's (bytes_sent, seconds) should be\n"
+         "    (131072.0, 6.262144000000001e-05)\nbut it is\n    (131072, 3.262144e-05)"]),
     "11-hierarchical-all-reduce": (
-        "11_process_groups",
+        "11-hierarchical-all-reduce", "11_process_groups",
         # the whole tensor crosses the nodes instead of one shard
         '''
 def hierarchical_all_reduce(tensor, intra_group, inter_group):
@@ -87,7 +157,7 @@ def hierarchical_all_reduce(tensor, intra_group, inter_group):
         ["the bytes sent in group [0, 2] (across nodes, an all_reduce of one shard) should be\n"
          "    16\nbut it is\n    32"]),
     "11-dp-tp-gradient": (
-        "11_process_groups",
+        "11-dp-tp-gradient", "11_process_groups",
         # the gradient is summed over the world instead of the data-parallel group
         '''
 def dp_tp_gradient(x, target, w_shard, dp_group, tp_group):
@@ -103,7 +173,7 @@ def dp_tp_gradient(x, target, w_shard, dp_group, tp_group):
          "gradient on the dp group) should be\n    [[0, 1], [0, 2]]\nbut it is\n"
          "    [[0, 1], [0, 1, 2, 3]]"]),
     "12-average-all": (
-        "12_async_and_overlap",
+        "12-average-all", "12_async_and_overlap",
         # each call waited for at once: nothing is in flight together
         '''
 def average_all(tensors):
@@ -111,21 +181,24 @@ def average_all(tensors):
         dist.all_reduce(tensor, async_op=True).wait()
         tensor /= dist.get_world_size()
 ''',
-        ["for each all_reduce, whether it was started before the first wait() returned (start "
-         "them all, then wait) should be\n    [True, True, True]\nbut it is\n"
-         "    [True, False, False]"]),
-    "12-bucketed-ddp": (
-        "12_async_and_overlap",
-        # right values, but every bucket is all-reduced after the backward pass: no overlap
+        ["the number of all_reduce calls this rank had started when rank 3 (held back by the "
+         "test) made its first one (start them all, then wait: a wait cannot end before every "
+         "rank made the call) should be\n    3\nbut it is\n    1"]),
+    "12-average-all-future-each": (
+        "12-average-all", "12_async_and_overlap",
+        # the same through futures: each waited for before the next is started
         '''
-class BucketedDDP(torch.nn.Module):
-    def __init__(self, module, bucket_cap_bytes):
-        super().__init__()
-        self.module = module
-        for param in module.parameters():
-            dist.broadcast(param.data, src=0)
-        self.buckets = make_buckets(list(module.parameters()), bucket_cap_bytes)
-
+def average_all(tensors):
+    for tensor in tensors:
+        dist.all_reduce(tensor, async_op=True).get_future().wait()
+        tensor /= dist.get_world_size()
+''',
+        ["made its first one (start them all, then wait: a wait cannot end before every rank "
+         "made the call) should be\n    3\nbut it is\n    1"]),
+    "12-bucketed-ddp": (
+        "12-bucketed-ddp", "12_async_and_overlap",
+        # right values, but every bucket is all-reduced after the backward pass: no overlap
+        DDP_HEAD + '''
     def forward(self, *inputs):
         return self.module(*inputs)
 
@@ -137,11 +210,107 @@ class BucketedDDP(torch.nn.Module):
             for param, average in zip(bucket, flat.split([p.numel() for p in bucket])):
                 param.grad.copy_(average.view_as(param.grad))
 ''',
-        ["(async_op, started before loss.backward() returned) of each bucket's all_reduce "
-         "should be\n    [(True, True), (True, True), (True, True)]\nbut it is\n"
-         "    [(True, False), (True, False), (True, False)]"]),
+        ["(world_size=2, model='plain', bucket_cap_bytes=1100, steps=3, step=0), for each "
+         "bucket, whether its all_reduce started as soon as it could, from the hook of the "
+         "gradient that completed it (['2.bias', '0.bias', '0.weight'], one per bucket), before "
+         "the backward pass went on to the next gradient should be\n    [True, True, True]\n"
+         "but it is\n    [False, False, False]"]),
+    "12-bucketed-ddp-from-the-last-hook": (
+        "12-bucketed-ddp", "12_async_and_overlap",
+        # the hooks count the gradients, but every bucket starts from the last one: no overlap
+        DDP_HEAD + '''
+        self.pending = sum(len(bucket) for bucket in self.buckets)
+        self.works = []
+        for param in trainable:
+            param.register_post_accumulate_grad_hook(self._gradient_ready)
+
+    def _gradient_ready(self, param):
+        self.pending -= 1
+        if self.pending == 0:
+            for bucket in self.buckets:
+                flat = torch.cat([p.grad.reshape(-1) for p in bucket])
+                self.works.append((bucket, flat, dist.all_reduce(flat, async_op=True)))
+
+    def forward(self, *inputs):
+        return self.module(*inputs)
+
+    def finish_gradient_synchronization(self):
+        for bucket, flat, work in self.works:
+            work.wait()
+            flat /= dist.get_world_size()
+            for param, average in zip(bucket, flat.split([p.numel() for p in bucket])):
+                param.grad.copy_(average.view_as(param.grad))
+        self.works = []
+        self.pending = sum(len(bucket) for bucket in self.buckets)
+''',
+        ["should be\n    [True, True, True]\nbut it is\n    [False, False, True]"]),
+    "12-bucketed-ddp-as-completed": (
+        "12-bucketed-ddp", "12_async_and_overlap",
+        # each bucket started as soon as it is complete, not in bucket order
+        DDP_HEAD + '''
+        self.bucket_of = {p: i for i, bucket in enumerate(self.buckets) for p in bucket}
+        self.pending = [len(bucket) for bucket in self.buckets]
+        self.works = []
+        for param in trainable:
+            param.register_post_accumulate_grad_hook(self._gradient_ready)
+
+    def _gradient_ready(self, param):
+        i = self.bucket_of[param]
+        self.pending[i] -= 1
+        if self.pending[i] == 0:
+            flat = torch.cat([p.grad.reshape(-1) for p in self.buckets[i]])
+            self.works.append((self.buckets[i], flat, dist.all_reduce(flat, async_op=True)))
+
+    def forward(self, *inputs):
+        return self.module(*inputs)
+
+    def finish_gradient_synchronization(self):
+        for bucket, flat, work in self.works:
+            work.wait()
+            flat /= dist.get_world_size()
+            for param, average in zip(bucket, flat.split([p.numel() for p in bucket])):
+                param.grad.copy_(average.view_as(param.grad))
+        self.works = []
+        self.pending = [len(bucket) for bucket in self.buckets]
+''',
+        ["model='reversed', bucket_cap_bytes=1100, steps=3, step=0), the bytes of the step's "
+         "all_reduce calls, in the order they were started (one per bucket, bucket 0 first: "
+         "every rank starts them in bucket order) should be\n    [640, 1040, 256]\nbut it is\n"
+         "    [256, 1040, 640]"]),
+    "12-bucketed-ddp-hooks-every-parameter": (
+        "12-bucketed-ddp", "12_async_and_overlap",
+        # a hook on every parameter, the frozen one too: torch refuses it
+        DDP_HEAD + '''
+        self.bucket_of = {p: i for i, bucket in enumerate(self.buckets) for p in bucket}
+        self.pending = [len(bucket) for bucket in self.buckets]
+        self.next_bucket, self.works = 0, []
+        for param in module.parameters():
+            param.register_post_accumulate_grad_hook(self._gradient_ready)
+
+    def _gradient_ready(self, param):
+        self.pending[self.bucket_of[param]] -= 1
+        while self.next_bucket < len(self.buckets) and self.pending[self.next_bucket] == 0:
+            bucket = self.buckets[self.next_bucket]
+            flat = torch.cat([p.grad.reshape(-1) for p in bucket])
+            self.works.append((bucket, flat, dist.all_reduce(flat, async_op=True)))
+            self.next_bucket += 1
+
+    def forward(self, *inputs):
+        return self.module(*inputs)
+
+    def finish_gradient_synchronization(self):
+        for bucket, flat, work in self.works:
+            work.wait()
+            flat /= dist.get_world_size()
+            for param, average in zip(bucket, flat.split([p.numel() for p in bucket])):
+                param.grad.copy_(average.view_as(param.grad))
+        self.works, self.next_bucket = [], 0
+        self.pending = [len(bucket) for bucket in self.buckets]
+''',
+        ["when run on 2 ranks (model='frozen', bucket_cap_bytes=1100, steps=3)",
+         "cannot register a hook on a tensor that doesn't require gradient"]),
     "13-train-data-parallel": (
-        "13_capstone_training",
+        "13-train-data-parallel", "13_capstone_training",
         # no broadcast: every rank trains from its own initial weights
         '''
 def train_data_parallel(model, batches, lr=0.1):
@@ -161,42 +330,60 @@ def train_data_parallel(model, batches, lr=0.1):
 ''',
         ["On rank 0 (world_size=4, steps=4, batch=16), the loss of each step (those of "
          "train_single from rank 0's weights) should be"]),
-    "13-train-zero3": (
-        "13_capstone_training",
-        # the right losses, but the whole gradient is all-reduced instead of reduce-scattered
+    "13-train-data-parallel-whole-batch": (
+        "13-train-data-parallel", "13_capstone_training",
+        # the right losses and bytes, but every rank computes on the whole batch
         '''
-def train_zero3(model, batches, lr=0.1):
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    params = list(model.parameters())
-    numel = sum(p.numel() for p in params)
-    padded = flat_padded(params, world_size).detach()
-    shard = torch.empty(padded.numel() // world_size)
-    dist.scatter(shard, list(torch.chunk(padded, world_size)) if rank == 0 else None, src=0)
-    full = torch.empty_like(padded)
+def train_data_parallel(model, batches, lr=0.1):
+    world_size = dist.get_world_size()
+    for param in model.parameters():
+        dist.broadcast(param.data, src=0)
     losses = []
     for x, y in batches:
-        dist.all_gather_into_tensor(full, shard)
-        torch.nn.utils.vector_to_parameters(full[:numel], params)
-        x_mine = torch.tensor_split(x, world_size)[rank]
-        y_mine = torch.tensor_split(y, world_size)[rank]
-        loss = torch.nn.functional.mse_loss(model(x_mine), y_mine)
+        loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
-        flat = flat_padded([p.grad for p in params], world_size)
-        dist.all_reduce(flat)
-        shard -= lr * torch.chunk(flat, world_size)[rank] / world_size
-        for param in params:
-            param.grad = None
+        all_reduce_gradients(list(model.parameters()))
+        sgd_step(model.parameters(), lr)
         reported = loss.detach().reshape(1)
         dist.all_reduce(reported)
         losses.append(reported.item() / world_size)
     return losses
 ''',
-        ["the bytes your code sent with each kind of call should be\n    {'scatter': 972, "
+        ["On rank 0 (world_size=4, steps=4, batch=16), the rows of x in each forward pass "
+         "(this rank's share of the batch, torch.tensor_split(x, world_size)[rank]) should be\n"
+         "    [4, 4, 4, 4]\nbut it is\n    [16, 16, 16, 16]"]),
+    "13-train-zero3": (
+        "13-train-zero3", "13_capstone_training",
+        # the right losses, but the whole gradient is all-reduced instead of reduce-scattered
+        zero3().replace(
+            "dist.reduce_scatter_tensor(grad_shard, flat_padded([p.grad for p in params], "
+            "world_size))",
+            "flat = flat_padded([p.grad for p in params], world_size)\n"
+            "        dist.all_reduce(flat)\n"
+            "        grad_shard = torch.chunk(flat, world_size)[rank]"),
+        ["the bytes your code sent with each kind of call (the _single names count as "
+         "all_gather_into_tensor and reduce_scatter_tensor) should be\n    {'scatter': 972, "
          "'all_gather_into_tensor': 3888, 'reduce_scatter_tensor': 3888, 'all_reduce': 48}\n"
          "but it is\n    {'scatter': 972, 'all_gather_into_tensor': 3888, 'all_reduce': 15600}"]),
+    "13-train-zero3-whole-batch": (
+        "13-train-zero3", "13_capstone_training",
+        # the right losses and bytes, but every rank computes on the whole batch
+        zero3(sharded=False),
+        ["the rows of x in each forward pass (this rank's share of the batch, "
+         "torch.tensor_split(x, world_size)[rank]) should be\n    [4, 4, 4, 4]\nbut it is\n"
+         "    [16, 16, 16, 16]"]),
+    "13-train-zero3-keeps-the-model": (
+        "13-train-zero3", "13_capstone_training",
+        # the right losses and bytes, but the gathered weights are never freed: every parameter
+        # stays a view of one full vector for the whole run
+        zero3(free="pass"),
+        ["parameter_bytes(model) between steps (each time your loop took the next batch, and "
+         "after train_zero3 returned): free the model's own weights after the scatter and the "
+         "gathered ones after each step should be\n    [0, 0, 0, 0, 0, 0]\nbut it is\n"
+         "    [0, 1296, 1296, 1296, 1296, 1296]"]),
     # 14_tensor_parallel
     "14-f-and-g": (
-        "14_tensor_parallel",
+        "14-f-and-g", "14_tensor_parallel",
         # "the gradient of an all_reduce is an all_reduce": g all-reduces in the backward pass
         # too, so every gradient below it is world_size times too large
         '''
@@ -232,7 +419,7 @@ class ReduceFromTensorParallel(torch.autograd.Function):
          "output) should be\n    [('all_reduce', 144, [0, 1, 2, 3])]\nbut it is\n"
          "    [('all_reduce', 144, [0, 1, 2, 3]), ('all_reduce', 144, [0, 1, 2, 3])]"]),
     "14-sequence-parallel": (
-        "14_tensor_parallel",
+        "14-sequence-parallel", "14_tensor_parallel",
         # the gather's backward keeps this rank's rows of the gradient instead of summing them
         # over the ranks (a split, not a reduce_scatter)
         '''
@@ -273,7 +460,7 @@ class ReduceScatterToSequenceParallel(torch.autograd.Function):
          "[0, 1, 2, 3])]\nbut it is\n    [('all_gather_into_tensor', 96, [0, 1, 2, 3])]"]),
     # 15_pipeline_parallel
     "15-gpipe": (
-        "15_pipeline_parallel",
+        "15-gpipe", "15_pipeline_parallel",
         # right gradients, but each micro-batch's backward step right after its forward step:
         # one micro-batch in the pipeline at a time
         '''
@@ -304,7 +491,7 @@ def gpipe(stage, x, target, num_microbatches):
 ''',
         ["should follow the GPipe schedule:\n    F0 F1\nbut they are\n    F0 B0\n"]),
     "15-one-f-one-b": (
-        "15_pipeline_parallel",
+        "15-one-f-one-b", "15_pipeline_parallel",
         # the 1F1B order with blocking send and recv: neighbours both in send, a deadlock
         '''
 def one_f_one_b(stage, x, target, num_microbatches):
@@ -340,7 +527,7 @@ def one_f_one_b(stage, x, target, num_microbatches):
         ["rank 2 is still in send #2\n  rank 3 is still in send #1"]),
     # 16_context_parallel
     "16-ring-attention": (
-        "16_context_parallel",
+        "16-ring-attention", "16_context_parallel",
         # right values and bytes, but each transfer starts after the block's attention: no overlap
         '''
 def ring_attention(q, k, v):
@@ -364,7 +551,7 @@ def ring_attention(q, k, v):
          "    [(True, True), (True, True), (True, True)]\nbut it is\n"
          "    [(False, True), (False, True), (False, True)]"]),
     "16-ulysses-relayout": (
-        "16_context_parallel",
+        "16-ulysses-relayout", "16_context_parallel",
         # the all-to-all is right, but its splits (one per source rank) are not put back in
         # position order: the positions of each head come out interleaved with the other head's
         '''
@@ -389,16 +576,50 @@ def heads_to_sequence(y):
          "be"]),
 }
 
+# (exercise, chapter, a correct answer that the exercise's test cell must accept)
+RIGHT = {
+    "12-average-all-wait-all": (
+        "12-average-all", "12_async_and_overlap",
+        '''
+def average_all(tensors):
+    works = [dist.all_reduce(tensor, async_op=True) for tensor in tensors]
+    torch.futures.wait_all([work.get_future() for work in works])
+    for tensor in tensors:
+        tensor /= dist.get_world_size()
+'''),
+    "12-average-all-futures": (
+        "12-average-all", "12_async_and_overlap",
+        '''
+def average_all(tensors):
+    futures = [dist.all_reduce(tensor, async_op=True).get_future() for tensor in tensors]
+    for future, tensor in zip(futures, tensors):
+        future.wait()
+        tensor /= dist.get_world_size()
+'''),
+    "13-train-zero3-single-names": (
+        "13-train-zero3", "13_capstone_training",
+        zero3(gather="all_gather_single", scatter="reduce_scatter_single")),
+}
 
-@pytest.mark.parametrize("solution_id", sorted(WRONG))
-def test_typical_wrong_answer_fails_with_a_message_that_names_the_mistake(kernels, solution_id):
-    chapter, wrong, fragments = WRONG[solution_id]
+
+@pytest.mark.parametrize("case", sorted(WRONG))
+def test_typical_wrong_answer_fails_with_a_message_that_names_the_mistake(kernels, case):
+    solution_id, chapter, wrong, fragments = WRONG[case]
     kernel = _chapter_kernel(kernels, chapter)
     # judged by the error messages of this cell, not by the next reply on the shell channel:
     # under load, the kernel_info requests of the start-up can leave extra replies there
     assert kernel.execute(wrong, timeout=60).error is None
     ran = kernel.execute(_test_cell(chapter, solution_id), timeout=120)
-    assert ran.error is not None, f"the wrong answer to {solution_id} passed its test cell"
+    assert ran.error is not None, f"the wrong answer {case} passed its test cell"
     # commlab.checks.CheckFailed is the AssertionError a test cell's expectation raises
     assert ran.error["ename"] == "CheckFailed", ran.error["evalue"]
     assert any(fragment in ran.error["evalue"] for fragment in fragments), ran.error["evalue"]
+
+
+@pytest.mark.parametrize("case", sorted(RIGHT))
+def test_a_correct_variant_passes_the_test_cell(kernels, case):
+    solution_id, chapter, answer = RIGHT[case]
+    kernel = _chapter_kernel(kernels, chapter)
+    assert kernel.execute(answer, timeout=60).error is None
+    ran = kernel.execute(_test_cell(chapter, solution_id), timeout=120)
+    assert ran.error is None, ran.error["evalue"]

@@ -21,14 +21,17 @@ case in every failure message. :func:`run` runs one case on its own.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import itertools
 import linecache
 import math
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -58,6 +61,16 @@ def names_of(op: str) -> tuple[str, ...]:
         if op in names:
             return (op, *(name for name in names if name != op))
     return (op,)
+
+
+def canonical(op: str) -> str:
+    """One name for each operation, whichever of torch's names a call used: the first name of
+    its :data:`ALIASES` entry (``"all_gather_single"`` -> ``"all_gather_into_tensor"``), else
+    ``op`` itself. Key anything counted per kind of call by it."""
+    for names in ALIASES:
+        if op in names:
+            return names[0]
+    return op
 
 
 class CheckFailed(AssertionError):
@@ -182,14 +195,26 @@ def _run_batch(rank: int, world_size: int, fn: Callable[..., Any],
     return done
 
 
+# This process's client of the launch's rendezvous store, made once. Connecting a new client
+# now and then takes 5 s (measured with torch 2.13 on a 2-core machine, about one connection in
+# ten when several processes connect at once): the process group's own client is used when
+# there is one, and no client is made twice.
+_stores: dict[tuple[str, str], Any] = {}
+
+
 def _case_store(world_size: int) -> Any:
-    """A client of the launch's rendezvous store (None outside a launch)."""
+    """This process's client of the launch's rendezvous store (None outside a launch)."""
     import torch.distributed as dist
 
     if world_size == 1 or "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
         return None
-    return dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                         is_master=False, timeout=timedelta(hours=1), wait_for_workers=False)
+    if dist.is_initialized():
+        return dist.distributed_c10d._get_default_store()
+    where = (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"])
+    if where not in _stores:
+        _stores[where] = dist.TCPStore(where[0], int(where[1]), is_master=False,
+                                       timeout=timedelta(hours=1), wait_for_workers=False)
+    return _stores[where]
 
 
 def _wait_for_every_rank(store: Any, number: int, world_size: int) -> None:
@@ -316,6 +341,70 @@ def _check_case(check: Callable[..., Any], result: CaseResult, case: Case) -> No
             "what your function returns and which calls it makes.")) from None
 
 
+# --- the order of events across ranks -----------------------------------------------------------
+
+# How many times late_rank was entered in this process: every rank enters it for the same cases
+# in the same order, so the count names one use on all ranks (cases share a launch).
+_late_rank_uses = itertools.count()
+
+
+@contextlib.contextmanager
+def late_rank(op: str, count: int, *, timeout: float = 3.0) -> Iterator[None]:
+    """Around the answer inside a case function: the last rank starts the block only once every
+    other rank has *started* ``count`` calls of ``dist.<op>`` (by any of its names) in it, or
+    ``timeout`` seconds later.
+
+    No collective can finish before the last rank makes it too, so a rank that waits for one
+    call before it starts the next cannot start its second call before the last rank starts
+    its first; a rank that starts every call, then waits, starts them all before. The trace
+    tells the two apart by the order of events, whatever the machine's load: compare each
+    rank's ``started`` times with the last rank's first call (the ranks of one machine share
+    the clock). ``timeout``, counted once every rank has entered the block, only bounds how
+    long a wrong answer holds the last rank back.
+    """
+    import torch.distributed as dist
+
+    use = next(_late_rank_uses)
+    recorder = tracing.current()
+    world_size = dist.get_world_size() if dist.is_initialized() else 1
+    store = _case_store(world_size) if recorder is not None else None
+    if store is None:
+        yield
+        return
+    rank, last = dist.get_rank(), world_size - 1
+    prefix = f"commlab-checks/late/{use}/"
+    # first every rank gets here: a rank slow to start the case must not count against the answer
+    if store.add(prefix + "arrived", 1) == world_size:
+        store.set(prefix + "all-arrived", b"1")
+    store.wait([prefix + "all-arrived"])
+    keys = [f"{prefix}started/{r}" for r in range(last)]
+    if rank == last:
+        try:
+            store.wait(keys, timedelta(seconds=timeout))
+        except RuntimeError:  # a rank waited before starting all its calls: go on, and tell
+            pass
+        yield
+        return
+    names, first, done = set(names_of(op)), len(recorder.calls), threading.Event()
+
+    def tell_when_started() -> None:
+        while not done.is_set():
+            # a call's start time is taken after it is listed: count the calls that have one
+            if sum(call.op in names and call.started > 0
+                   for call in recorder.calls[first:]) >= count:
+                store.set(keys[rank], b"1")
+                return
+            done.wait(0.001)
+
+    watcher = threading.Thread(target=tell_when_started, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+
+
 # --- never quote hidden tests ---------------------------------------------------------------
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -393,13 +482,107 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
+# Values at most this big are shown whole in a failure message; in larger ones the message
+# names the first item that differs and says how it differs.
+_SHOWN_WHOLE = 300
+
+
+def _shown_whole(value: Any) -> bool:
+    return len(_show(value)) <= _SHOWN_WHOLE
+
+
+def _kind(tensor: torch.Tensor) -> str:
+    dtype = str(tensor.dtype).replace("torch.", "")
+    article = "an" if dtype.startswith("int") else "a"
+    return f"{article} {dtype} tensor of shape {tuple(tensor.shape)}"
+
+
+def _brief(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return _kind(value)
+    if isinstance(value, (list, tuple, dict)):
+        return f"a {type(value).__name__} of {len(value)} item{'' if len(value) == 1 else 's'}"
+    return _show(value) if _shown_whole(value) else f"a {type(value).__name__}"
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> list[int]:
+    where = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        where.append(i)
+    return where[::-1]
+
+
+def _number(value: torch.Tensor) -> str:
+    return f"{value.item():.6g}" if value.dtype.is_floating_point else str(value.item())
+
+
+def _tensor_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
+    """How two tensors of one shape and dtype differ: the largest difference and where."""
+    values = f"{_kind(expected)} whose"
+    if expected.dtype.is_floating_point or expected.dtype.is_complex:
+        wide = torch.complex128 if expected.dtype.is_complex else torch.float64
+        gap = (got.detach().cpu().to(wide) - expected.detach().cpu().to(wide)).abs().reshape(-1)
+        gap = torch.where(torch.isnan(gap), torch.full_like(gap, math.inf), gap)
+        flat = int(gap.argmax())
+        return (f"{values} largest difference from the expected values is "
+                f"{gap[flat].item():.4g}, at {_index(flat, tuple(expected.shape))} "
+                f"({_number(got.reshape(-1)[flat])} instead of "
+                f"{_number(expected.reshape(-1)[flat])})")
+    wrong = (got.detach().cpu() != expected.detach().cpu()).reshape(-1)
+    flat = int(wrong.nonzero()[0])
+    return (f"{values} values differ from the expected ones in {int(wrong.sum())} of "
+            f"{wrong.numel()} places, first at {_index(flat, tuple(expected.shape))} "
+            f"({_number(got.reshape(-1)[flat])} instead of {_number(expected.reshape(-1)[flat])})")
+
+
+def _difference(got: Any, expected: Any, path: str = "") -> tuple[str, str] | None:
+    """Where ``got`` first differs from ``expected`` (``"['2.weight']"``, ``"[1][0]"``, or ``""``
+    for the whole value) and how; None when they are the same."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(got, torch.Tensor) or got.shape != expected.shape or (
+                got.dtype != expected.dtype):
+            return path, f"expected {_kind(expected)}, got {_brief(got)}"
+        return None if same(got, expected) else (path, _tensor_difference(got, expected))
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(got, (list, tuple)) or len(got) != len(expected):
+            return path, f"expected {_brief(expected)}, got {_brief(got)}"
+        for i, (g, e) in enumerate(zip(got, expected)):
+            if found := _difference(g, e, f"{path}[{i}]"):
+                return found
+        return None
+    if isinstance(expected, dict):
+        if not isinstance(got, dict):
+            return path, f"expected {_brief(expected)}, got {_brief(got)}"
+        if got.keys() != expected.keys():
+            missing = [k for k in expected if k not in got]
+            extra = [k for k in got if k not in expected]
+            return path, "; ".join(part for part in (
+                f"the keys {missing} are missing" if missing else "",
+                f"the keys {extra} should not be there" if extra else "") if part)
+        for key in expected:
+            if found := _difference(got[key], expected[key], f"{path}[{key!r}]"):
+                return found
+        return None
+    if same(got, expected):
+        return None
+    return path, f"expected {_show(expected)}, got {_show(got)}"
+
+
 def expect(got: Any, expected: Any, *, what: str, rank: int | None = None,
            world_size: int | None = None, **context: Any) -> None:
-    """Fail with a student-facing message unless ``got`` is ``expected``."""
-    if not same(got, expected):
-        where = f"On rank {rank}" if rank is not None else "Here"
-        raise CheckFailed(f"{where}{_context(world_size, context)}, {what} should be\n"
-                          f"    {_show(expected)}\nbut it is\n    {_show(got)}")
+    """Fail with a student-facing message unless ``got`` is ``expected``: both values in full
+    when they are short, else the first item that differs (a dict's key, a list's index) and
+    how (for tensors, the largest difference and where)."""
+    if same(got, expected):
+        return
+    where = f"On rank {rank}" if rank is not None else "Here"
+    head = f"{where}{_context(world_size, context)}, {what}"
+    if _shown_whole(expected) and _shown_whole(got):
+        raise CheckFailed(f"{head} should be\n    {_show(expected)}\nbut it is\n    "
+                          f"{_show(got)}")
+    path, how = _difference(got, expected) or ("", "a value differs")
+    raise CheckFailed(f"{head}: wrong at {path}, {how}." if path else f"{head}: {how}.")
 
 
 def expect_per_rank(result: RunResult, expected: list[Any], *, what: str = "the returned value",
@@ -415,7 +598,10 @@ def expect_per_rank(result: RunResult, expected: list[Any], *, what: str = "the 
 # --- calls -------------------------------------------------------------------------------------
 
 def _either(op: str) -> str:
-    return " or ".join(f"dist.{name}" for name in names_of(op))
+    """``dist.<name>`` for each public name of ``op`` (private aliases such as
+    ``_all_gather_base`` are accepted, but not suggested to a student)."""
+    public = [name for name in names_of(op) if not name.startswith("_")] or [op]
+    return " or ".join(f"dist.{name}" for name in public)
 
 
 def expect_used(result: RunResult, op: str, *, ranks: list[int] | None = None,

@@ -23,8 +23,10 @@ from pathlib import Path
 os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-# The first line of an exception: "AssertionError: ...", "commlab.RankError: ...", "KeyError"
-EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Timeout|Crashed)\b")
+# The first line of an exception: "AssertionError: ...", "commlab.RankError: ...", "KeyError",
+# "CheckFailed: ...". A traceback's frame headers ("File ...", "Cell In[3], line 2") and the
+# source lines under them (indented, or "--> 12 ...") never look like that.
+EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(: |:?$)")
 
 
 @dataclass
@@ -88,11 +90,11 @@ def why(raw_error: str, most_lines: int = 15) -> str:
     """What went wrong in a failed test: the exception that ends its traceback, message and all,
     or what it printed on stderr."""
     lines = ANSI.sub("", raw_error).strip().splitlines() or ["the test failed"]
-    frames = [i for i, line in enumerate(lines) if line.startswith(("File ", "Cell In["))]
+    frames = [i for i, line in enumerate(lines) if line.lstrip().startswith(("File ", "Cell In["))]
     if frames:  # the exception's first line follows the last frame's source lines
         after = frames[-1] + 1
-        lines = lines[next((i for i in range(after, len(lines)) if EXCEPTION.match(lines[i])),
-                           after):]
+        lines = lines[next((i for i in range(after, len(lines)) if EXCEPTION.fullmatch(lines[i])
+                            or EXCEPTION.match(lines[i]) and ": " in lines[i]), after):]
     if any(line.startswith("NotImplementedError") for line in lines):
         return "not answered yet (the exercise still raises NotImplementedError)"
     if len(lines) > most_lines:
