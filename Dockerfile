@@ -97,15 +97,16 @@ ARG GID=1000
 COPY --from=edition --chown=${UID}:${GID} /tmp/edition .
 RUN --mount=type=secret,id=pip_conf --mount=type=secret,id=ca_bundle make setup
 # A student's Lab keeps nbgrader's Validate button and loses the instructor's panels
-# (formgrader, create assignment, courses, assignment list), as nbgrader's install docs advise.
-# Locked, so that the plugin manager cannot turn them on again.
-RUN set -e; for plugin in formgrader create-assignment course-list assignment-list; do \
-        jupyter labextension disable --level=sys_prefix "@jupyter/nbgrader:${plugin}"; \
-        jupyter labextension lock --level=sys_prefix "@jupyter/nbgrader:${plugin}"; \
-    done \
-    && for extension in formgrader course_list assignment_list; do \
-        jupyter server extension disable --sys-prefix "nbgrader.server_extensions.${extension}"; \
-    done
+# (formgrader, create assignment, courses, assignment list), as nbgrader's install docs advise,
+# locked so that Lab's plugin manager cannot turn them on again.
+RUN jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:formgrader \
+        @jupyter/nbgrader:create-assignment @jupyter/nbgrader:course-list \
+        @jupyter/nbgrader:assignment-list \
+    && jupyter labextension lock --level=sys_prefix @jupyter/nbgrader:formgrader \
+        @jupyter/nbgrader:create-assignment @jupyter/nbgrader:course-list \
+        @jupyter/nbgrader:assignment-list \
+    && jupyter server extension disable --sys-prefix nbgrader.server_extensions.formgrader \
+        nbgrader.server_extensions.course_list nbgrader.server_extensions.assignment_list
 USER ${UID}:${GID}
 ENV HOME=/home/student
 RUN python -c "import matplotlib.font_manager"
