@@ -196,7 +196,8 @@ def _grade(images, folder: Path, ids=None, rename=None, label="") -> dict[str, d
         os.chown(folder / "grades", *ids)
     argv = run_argv(images.commands["grade"], folder, None, f"commlab-grade-{os.getpid()}",
                     ids, rename)
-    with step(f"grading {len(list((folder / 'class').iterdir()))} submissions{label}"):
+    students = len(list((folder / "class").iterdir()))
+    with step(f"grading {students} submission{'s' if students > 1 else ''}{label}"):
         done = images.engine.run(*argv, check=False, timeout=1200)
     assert done.returncode == 0, (
         f"the README's grading command failed ({_about(images)}):\n"

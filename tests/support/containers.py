@@ -14,8 +14,9 @@ says, for tests/test_image.py and tests/test_browser.py.
 - **pip**: the build gets the host's pip configuration through the README's build secrets
   (``pip_conf``, ``ca_bundle``). Where that configuration names folders of this machine
   (``file://`` indexes, find-links folders), they are served read-only on 127.0.0.1 for the
-  time of the build, which then runs with ``--network=host`` to reach them; torch comes through
-  ``TORCH_INDEX`` from a one-project index of the pinned wheel when the host has its CPU build.
+  time of the build; torch comes through ``TORCH_INDEX`` from a one-project index of the pinned
+  wheel when the host has its CPU build. Builds use the host's network (``--network=host``):
+  they reach what is served on 127.0.0.1, and no bridge or firewall rule is made for them.
 - **Commands**: the README's own lines (``readme_commands``), expanded by bash as a user's shell
   would, with the few changes a test needs said in ``run_argv`` and ``build_argv``.
 
