@@ -292,7 +292,7 @@ def _student_session(student: Student, which: str, started, work: Path) -> None:
     with step(f"browser, {which} Lab: a wrong answer, Validate"):
         student.type_answer(first_exercise, WRONG_ANSWER)
         kind, text = student.validate()
-    page.locator("#validation-message pre").last.scroll_into_view_if_needed()  # the message
+    page.locator(".jp-Dialog-body").evaluate("body => body.scrollTop = body.scrollHeight")
     student.shot("validate-fails")
     assert "validation-failed" in kind, text[:3000]
     test_source = class_factory.release(CHAPTER).cells[first_exercise + 1].source
