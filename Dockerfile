@@ -10,9 +10,17 @@
 # no solutions, hidden tests, grader or gradebook. `instructor`: the whole course, for grading
 # and for the maintainers' tests.
 #
-# Python comes from a slim image and torch from its pinned wheel alone, which brings its own CUDA
-# libraries (the pin's PyPI wheel on Linux x86-64 is built for CUDA 13.0; --build-arg TORCH=cpu
-# gives the CPU build, TORCH=cu126 another CUDA from PyTorch's index).
+# Build arguments (README, Docker):
+#   UID, GID      the host user's ids (default 1000); ids the base has already are reused, and
+#                 UID 0 runs the container as root (helpers/scripts/image_user.sh)
+#   TORCH         empty: the pin's PyPI wheel (on Linux x86-64 built for CUDA 13.0); cpu: the
+#                 CPU build; cu126: another CUDA, from PyTorch's index
+#   TORCH_INDEX   the address of that index or of a mirror of it, when it is not
+#                 https://download.pytorch.org/whl/$TORCH (torch alone comes from it)
+#   PYTHON_IMAGE  the base: a Debian-like image with python3 (3.11 or newer, with its venv
+#                 module) first on PATH
+# Build secrets, behind a PyPI mirror or a TLS-inspecting proxy (used by pip, never stored in
+# the image): --secret id=pip_conf,src=<a pip.conf> --secret id=ca_bundle,src=<CA bundle, PEM>
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS runtime
@@ -22,6 +30,7 @@ FROM ${PYTHON_IMAGE} AS runtime
 ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore \
     VENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     SHELL=/bin/bash
@@ -33,21 +42,23 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends make tini util-linux iproute2 \
     && rm -rf /var/lib/apt/lists/*
 
+# The dependencies first, as root and before the user exists: editing the course does not
+# reinstall torch, and neither do other ids (this layer is shared by every user's image and
+# by both targets). The student uses the environment and does not change it. The same script
+# as `make setup`, from requirements.txt's pins.
+WORKDIR /tmp/install
+ARG TORCH=""
+ARG TORCH_INDEX=""
+COPY requirements.txt helpers/scripts/install_requirements.sh ./
+RUN --mount=type=secret,id=pip_conf --mount=type=secret,id=ca_bundle \
+    TORCH="${TORCH}" TORCH_INDEX="${TORCH_INDEX}" sh install_requirements.sh
+
 # The user's ids: give yours (--build-arg UID="$(id -u)" GID="$(id -g)") so that files in a
 # mounted host folder stay yours and the container can write them.
 ARG UID=1000
 ARG GID=1000
-RUN groupadd --gid "${GID}" student \
-    && useradd --create-home --uid "${UID}" --gid "${GID}" student \
-    && install -d -o student -g student /opt/venv /home/student/course /home/student/course/work
-
-# The dependencies alone first: editing the course does not reinstall torch. The same script
-# as `make setup`, from requirements.txt's pins.
-USER ${UID}:${GID}
-WORKDIR /tmp/install
-ARG TORCH=""
-COPY --chown=student:student requirements.txt helpers/scripts/install_requirements.sh ./
-RUN TORCH="${TORCH}" sh install_requirements.sh
+COPY helpers/scripts/image_user.sh ./
+RUN sh image_user.sh "${UID}" "${GID}"
 WORKDIR /home/student/course
 
 ENV WORK=/home/student/course/work \
@@ -59,27 +70,43 @@ ENTRYPOINT ["tini", "-g", "--"]
 CMD ["make", "lab"]
 
 
-# Cut the student edition out of the whole course.
+# Cut the student edition out of the whole course (with the environment's python3, whatever
+# the base).
 FROM runtime AS edition
-COPY --chown=student:student . /tmp/course
-RUN make -C /tmp/course student-edition DEST=/tmp/edition PYTHON=/usr/local/bin/python3
+COPY . /tmp/course
+RUN make -C /tmp/course student-edition DEST=/tmp/edition
 
 
 # The whole course: solutions, grader, tests (grading, `make test`, `make validate`).
 FROM runtime AS instructor
-COPY --chown=student:student . .
-RUN make setup
+ARG UID=1000
+ARG GID=1000
+COPY --chown=${UID}:${GID} . .
+# requirements-dev.txt's test tools go into the environment too, through the same secrets
+RUN --mount=type=secret,id=pip_conf --mount=type=secret,id=ca_bundle make setup
+USER ${UID}:${GID}
+ENV HOME=/home/student
+# matplotlib's font cache, in the user's home: built once here, not on the first picture
+RUN python -c "import matplotlib.font_manager"
 
 
 # What students run: the student edition only.
 FROM runtime AS student
-COPY --from=edition --chown=student:student /tmp/edition .
-RUN make setup
+ARG UID=1000
+ARG GID=1000
+COPY --from=edition --chown=${UID}:${GID} /tmp/edition .
+RUN --mount=type=secret,id=pip_conf --mount=type=secret,id=ca_bundle make setup
 # A student's Lab keeps nbgrader's Validate button and loses the instructor's panels
-# (formgrader, create assignment, courses, assignment list), as nbgrader's install docs advise.
-RUN set -e; for plugin in formgrader create-assignment course-list assignment-list; do \
-        jupyter labextension disable --level=sys_prefix "@jupyter/nbgrader:${plugin}"; \
-    done \
-    && for extension in formgrader course_list assignment_list; do \
-        jupyter server extension disable --sys-prefix "nbgrader.server_extensions.${extension}"; \
-    done
+# (formgrader, create assignment, courses, assignment list), as nbgrader's install docs advise,
+# locked so that Lab's plugin manager cannot turn them on again.
+RUN jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:formgrader \
+        @jupyter/nbgrader:create-assignment @jupyter/nbgrader:course-list \
+        @jupyter/nbgrader:assignment-list \
+    && jupyter labextension lock --level=sys_prefix @jupyter/nbgrader:formgrader \
+        @jupyter/nbgrader:create-assignment @jupyter/nbgrader:course-list \
+        @jupyter/nbgrader:assignment-list \
+    && jupyter server extension disable --sys-prefix nbgrader.server_extensions.formgrader \
+        nbgrader.server_extensions.course_list nbgrader.server_extensions.assignment_list
+USER ${UID}:${GID}
+ENV HOME=/home/student
+RUN python -c "import matplotlib.font_manager"

@@ -1,9 +1,12 @@
-"""Shared fixtures: a real Jupyter kernel that runs cells as a student's notebook would."""
+"""Shared fixtures: a real Jupyter kernel that runs cells as a student's notebook would, and the
+course's images (built once per session for test_image.py and test_browser.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from support.containers import SIZES, STEPS
+from support.image_fixtures import course_images  # noqa: F401  (a session fixture)
 from support.kernel import Kernel
 
 
@@ -14,3 +17,16 @@ def kernel():
     assert warm.status == "ok", warm.error
     yield k
     k.shutdown()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Each image and browser step's seconds, and the images' sizes (the README's figures)."""
+    if not STEPS:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("images and browser: seconds per step")
+    for name, seconds in STEPS:
+        write(f"{seconds:8.1f} s  {name}")
+    write(f"{sum(s for _, s in STEPS):8.1f} s  in all")
+    for image, size in SIZES.items():
+        write(f"{size / 1e9:8.2f} GB  {image}")

@@ -10,7 +10,12 @@
 # VENV    the environment's folder (default .venv)
 # TORCH   a PyTorch wheel index: cpu (no CUDA download), cu130, ...; empty: the torch wheel PyPI
 #         gives (the CUDA build on Linux x86-64)
-# TORCH_INDEX  the full index address, when it is not https://download.pytorch.org/whl/$TORCH
+# TORCH_INDEX  the full index address of a PyTorch wheel index or a mirror of one, when it is
+#         not https://download.pytorch.org/whl/$TORCH (only torch comes from it)
+#
+# In an image build, a pip configuration and a CA bundle given as the build secrets pip_conf
+# and ca_bundle (README, Docker) are used as pip's (PIP_CONFIG_FILE, PIP_CERT); secrets are
+# never stored in the image.
 set -eu
 
 PYTHON=${PYTHON:-python3}
@@ -51,15 +56,23 @@ if [ ! -x "$VENV/bin/python" ]; then
     }
 fi
 
+if [ -f /run/secrets/pip_conf ]; then
+    export PIP_CONFIG_FILE=/run/secrets/pip_conf
+fi
+if [ -f /run/secrets/ca_bundle ]; then
+    export PIP_CERT=/run/secrets/ca_bundle
+fi
+
 pip_install() {
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
 }
 if [ -n "$TORCH" ] || [ -n "${TORCH_INDEX:-}" ]; then
-    # torch alone from PyTorch's own index (e.g. the CPU build); the rest from PyPI, where
-    # requirements.txt's torch==X then finds X+cpu already installed
+    # torch alone from PyTorch's own index (e.g. the CPU build), without its dependencies, so
+    # that a mirror holding torch alone will do; the rest from PyPI, where requirements.txt's
+    # torch==X then finds X+cpu already installed and adds what it needs
     index=${TORCH_INDEX:-https://download.pytorch.org/whl/$TORCH}
     torch_pin=$(grep -E '^torch==' requirements.txt)
-    pip_install --index-url "$index" "$torch_pin"
+    pip_install --no-deps --index-url "$index" "$torch_pin"
 fi
 pip_install -r requirements.txt
 if [ -f requirements-dev.txt ]; then

@@ -1,0 +1,70 @@
+"""The course's two images, built once per test session with the README's commands and shared
+by tests/test_image.py and tests/test_browser.py (conftest imports the fixture)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from support.containers import (
+    SCRATCH,
+    SIZES,
+    Engine,
+    PipForBuild,
+    base_image,
+    build_argv,
+    find_engine,
+    readme_commands,
+    step,
+)
+
+
+@dataclass
+class CourseImages:
+    engine: Engine
+    commands: dict[str, str]  # the README's lines (support.containers.readme_commands)
+    flags: list[str]  # what the test adds to each build line: secrets, network, torch, base
+    base: str  # the image the Dockerfile started from
+    about: list[str]  # how they were built, for failure messages
+    student: str = "commlab-course"
+    instructor: str = "commlab-instructor"
+
+    def build(self, which: str, ids: tuple[int, int] | None = None,
+              rename: dict[str, str] | None = None, label: str = "") -> None:
+        """Run the README's ``which`` build line ("build" or "instructor build")."""
+        argv = build_argv(self.commands[which], self.flags, ids, rename)
+        with step(f"{which}{label}"):
+            self.engine.run(*argv, timeout=2400)
+
+
+@pytest.fixture(scope="session")
+def course_images() -> CourseImages:
+    """The student and instructor images, built as the README says by the host user."""
+    engine = find_engine()
+    if isinstance(engine, str):
+        pytest.skip(engine)
+    with step("base image"):
+        base, about = base_image(engine)
+    pip = PipForBuild(SCRATCH / "pip").start()
+    flags = pip.flags + (["--build-arg", f"PYTHON_IMAGE={base}"] if base else [])
+    images = CourseImages(engine, readme_commands(), flags,
+                          base or _official(), [f"engine: {engine.name}", f"base: {about}",
+                                                *pip.said])
+    try:
+        images.build("build")
+        images.build("instructor build")
+        for name in (images.student, images.instructor):
+            SIZES[name] = engine.size(name)
+        yield images
+    finally:
+        pip.stop()
+        # earlier builds' layers that nothing uses any more; this session's stay as the cache
+        # of the next run
+        engine.run("image", "prune", "--force", check=False, timeout=600)
+
+
+def _official() -> str:
+    from support.containers import _reference, dockerfile_base
+
+    return _reference(dockerfile_base())
