@@ -85,7 +85,10 @@ COPY --chown=${UID}:${GID} . .
 # requirements-dev.txt's test tools go into the environment too, through the same secrets
 RUN --mount=type=secret,id=pip_conf --mount=type=secret,id=ca_bundle make setup
 USER ${UID}:${GID}
-ENV HOME=/home/student
+# COMMLAB_INSTRUCTOR_IMAGE: the grader's advice where namespaces are not allowed speaks of
+# this image as the one you are in (grader/sandbox.py)
+ENV HOME=/home/student \
+    COMMLAB_INSTRUCTOR_IMAGE=1
 # matplotlib's font cache, in the user's home: built once here, not on the first picture
 RUN python -c "import matplotlib.font_manager"
 

@@ -50,7 +50,8 @@ def not_available_message() -> str:
     return (f"{head} (macOS, Ubuntu 24.04's default AppArmor policy and some containers forbid "
             "them.) To grade safely, grade inside the instructor image with the network off, "
             "keeping the gradebook on the host:\n"
-            "  docker build --target instructor -t commlab-instructor .\n"
+            '  docker build --build-arg UID="$(id -u)" --build-arg GID="$(id -g)" '
+            "--target instructor -t commlab-instructor .\n"
             '  docker run --rm --network none --shm-size=1g -v "$PWD/class:/class:ro" '
             '-v "$PWD/grades:/grades" commlab-instructor make grade SUBMISSIONS=/class '
             'OUT=/grades GRADE_FLAGS="--no-sandbox --gradebook /grades/gradebook.db"')

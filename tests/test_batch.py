@@ -347,3 +347,14 @@ def test_merge_takes_what_is_there_when_asked_and_stands_on_its_own(tmp_path, ca
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     for outcome in results["outcomes"]:
         assert Path(outcome["feedback"]).read_text() == f"feedback of {outcome['student']}"
+
+
+def test_the_no_namespace_advice_fits_where_the_grader_runs(monkeypatch):
+    from grader import sandbox
+
+    monkeypatch.delenv(sandbox.IN_IMAGE, raising=False)
+    outside = sandbox.not_available_message()
+    assert '--build-arg UID="$(id -u)"' in outside and "--gradebook /grades/gradebook.db" in outside
+    monkeypatch.setenv(sandbox.IN_IMAGE, "1")
+    inside = sandbox.not_available_message()
+    assert "This is the instructor image" in inside and "docker build" not in inside

@@ -1,15 +1,15 @@
 #!/bin/sh
-# What tests/test_image.py and tests/test_browser.py need from the system, on Debian as root
-# (CI runs this before `make test`): podman and its helpers, debootstrap for the stand-in base
-# image, and Chromium. Elsewhere it says what is missing and leaves the machine alone: those
-# tests then skip, each with its reason.
+# What tests/test_image.py, tests/test_browser.py and tests/test_slurm.py need from the system,
+# on Debian as root (CI runs this before `make test`): podman and its helpers, debootstrap for the
+# stand-in base image, Chromium, and Slurm's daemons with munge. Elsewhere it says what is missing
+# and leaves the machine alone: those tests then skip, each with its reason.
 set -eu
 
 PACKAGES="podman runc conmon slirp4netns uidmap netavark aardvark-dns iptables
-containernetworking-plugins debootstrap chromium"
+containernetworking-plugins debootstrap chromium slurmctld slurmd slurm-client munge"
 
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "install_test_tools.sh: not root on Debian; the image and browser tests need:" \
+    echo "install_test_tools.sh: not root on Debian; the image, browser and Slurm tests need:" \
          $PACKAGES "(or a Docker daemon instead of podman)" >&2
     exit 0
 fi
@@ -21,7 +21,7 @@ done
 if [ -z "$missing" ]; then
     exit 0
 fi
-echo "installing for the image and browser tests:$missing"
+echo "installing for the image, browser and Slurm tests:$missing"
 apt-get update -qq
 # shellcheck disable=SC2086
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing \
