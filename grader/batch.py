@@ -388,7 +388,7 @@ def _finish(batch: Batch, out: Path, settings: Settings, run: _Run, folder: Path
     (out / UNFINISHED).unlink(missing_ok=True)
     if n == 1 and any(o.cells for o in batch.outcomes):
         try:
-            gradebook.record(batch.outcomes, settings.db, run.db, folder, out)
+            gradebook.record(batch.outcomes, settings.db, run.db, folder, out, batch.students)
         except gradebook.GradebookNotUpdated as exc:
             batch.gradebook_error = str(exc)
         else:

@@ -268,7 +268,8 @@ def merge(args) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         template = gradebook.make_template(sorted({o.chapter for o in outcomes}), Path(scratch))
         try:
-            gradebook.record(outcomes, args.gradebook, template, Path(scratch), args.out)
+            gradebook.record(outcomes, args.gradebook, template, Path(scratch), args.out,
+                             students)
         except gradebook.GradebookNotUpdated as exc:
             return _summary(outcomes, args.out, str(exc))
     with_manual_scores(outcomes, args.out, notes, students=students)

@@ -146,7 +146,7 @@ def _manual_work(gb, chapter: str, student: str) -> tuple[dict, dict]:
 
 
 def record(outcomes: list[Outcome], db: Path, template: Path, scratch: Path,
-           out: Path | None = None) -> None:
+           out: Path | None = None, students: dict[str, dict[str, str]] | None = None) -> None:
     """Write every graded submission's cell scores into the instructor's gradebook, keeping the
     manual scores, extra credit and comments an instructor gave (unless that cell's test
     changed); set each outcome's final score from them. With ``out`` (a grading run's OUT),
@@ -160,15 +160,28 @@ def record(outcomes: list[Outcome], db: Path, template: Path, scratch: Path,
         warnings.simplefilter("ignore")
         for outcome in outcomes:
             if outcome.cells:
+                gb.update_or_create_student(outcome.student, **_names(
+                    outcome.student, (students or {}).get(outcome.student, {})))
                 _record_one(gb, outcome, changed.get(outcome.chapter, set()))
     if out is not None:
         place_for_formgrader([o for o in outcomes if o.cells], out, formgrader_folder(db), db)
 
 
+def _names(student: str, who: dict[str, str]) -> dict[str, str]:
+    """First and last name for Formgrader's lists, from what the LMS said of the student (the
+    student's id as the last name when it said nothing)."""
+    first, last = who.get("first name", ""), who.get("last name", "")
+    full = who.get("student") or who.get("full name") or ""
+    if not (first or last) and "," in full:  # Canvas: "Smith, Jane"
+        last, first = (part.strip() for part in full.split(",", 1))
+    elif not (first or last) and " " in full.strip():  # "Jane Doe"
+        first, last = full.strip().rsplit(" ", 1)
+    return {"first_name": first, "last_name": last or full or student}
+
+
 def _record_one(gb, outcome: Outcome, changed: set[str]) -> None:
     from nbgrader.api import MissingEntry
 
-    gb.update_or_create_student(outcome.student)
     grades, comments = _manual_work(gb, outcome.chapter, outcome.student)
     try:
         gb.remove_submission(outcome.chapter, outcome.student)

@@ -300,3 +300,101 @@ def _student_session(student: Student, which: str, started, work: Path) -> None:
     assert test_source.splitlines()[0] in text, "the failing test is shown"
     assert WRONG_ANSWER_MESSAGE in text, text[:3000]
     student.close_dialog()
+
+
+# --- what the instructor sees after `make grade` -------------------------------------------------
+
+class FormgraderLab(LocalLab):
+    """`make formgrader` in a copy of the course, after `make grade` of a small class."""
+
+    def __init__(self, folder: Path, course: Path):
+        super().__init__(folder)
+        self.course = course
+
+    def start(self, timeout: float = 120) -> FormgraderLab:
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+        for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR",
+                     "JUPYTERLAB_WORKSPACES_DIR"):
+            env[name] = str(self.folder / name.lower())
+        flags = f"--no-browser --ip=127.0.0.1 --port={self.port}"
+        if os.geteuid() == 0:
+            flags += " --allow-root"
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                ["make", "--no-print-directory", "formgrader", f"LAB_FLAGS={flags}"],
+                cwd=self.course, env=env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        pattern = re.compile(rf"http://127\.0\.0\.1:{self.port}/lab\?token=([0-9a-f]+)")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.process.poll() is None:
+            found = pattern.search(self.log.read_text())
+            if found:
+                self.token = found.group(1)
+                return self
+            time.sleep(0.3)
+        raise AssertionError(f"make formgrader printed no token URL:\n"
+                             f"{self.log.read_text()[-3000:]}")
+
+
+@pytest.fixture
+def formgrader(tmp_path):
+    from support.course_copy import VENV, make, tracked_copy
+
+    course = tracked_copy(tmp_path / "course")
+    (course / ".venv").symlink_to(VENV, target_is_directory=True)
+    class_factory.write(course / "class", "ann", class_factory.correct(CHAPTER), CHAPTER)
+    class_factory.write(course / "class", "ben", class_factory.release(CHAPTER), CHAPTER)
+    with step("browser, Formgrader: make grade of two students"):
+        graded = make("grade", "SUBMISSIONS=class", "OUT=grades", cwd=course, timeout=900)
+    assert graded.returncode == 0, graded.stdout[-2000:] + graded.stderr[-2000:]
+    started = FormgraderLab(tmp_path, course)
+    with step("browser, Formgrader: make formgrader starts"):
+        started.start()
+    yield started
+    started.stop()
+
+
+def test_instructor_sees_every_graded_submission_in_formgrader(browser, formgrader):
+    shots = SHOTS / "formgrader"
+    shutil.rmtree(shots, ignore_errors=True)
+    shots.mkdir(parents=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    instructor = Student(page, shots)
+    try:
+        with step("browser, Formgrader: the chapter's submissions listed"):
+            # the token logs the browser in (a cookie), which Formgrader's own requests need
+            page.goto(f"{formgrader.base_url}/lab?token={formgrader.token}")
+            page.goto(f"{formgrader.base_url}/formgrader/manage_submissions/{CHAPTER}")
+            rows = page.locator("table tbody tr")
+            page.wait_for_function(
+                "() => document.querySelectorAll('table tbody tr td a').length >= 2",
+                timeout=60_000)
+        instructor.shot("submissions")
+        listed = rows.evaluate_all("rows => rows.map(r => r.innerText)")
+        assert any("ann" in row and "4 / 4" in row for row in listed), listed
+        assert any("ben" in row and "0 / 4" in row for row in listed), listed
+        test_line = class_factory.release(CHAPTER).cells[_exercises()[0][0] + 1] \
+            .source.splitlines()[0].strip('"')
+        seen = []
+        with step("browser, Formgrader: each submission opens with its tests' results"):
+            page.goto(f"{formgrader.base_url}/formgrader/gradebook/{CHAPTER}/{CHAPTER}")
+            page.locator("table tbody tr td a").first.wait_for(timeout=60_000)
+            page.locator("table tbody tr td a").first.click()
+            for number in (1, 2):
+                page.get_by_text(f"Submission {number} / 2").wait_for(timeout=60_000)
+                page.get_by_text(test_line[:40]).first.scroll_into_view_if_needed()
+                instructor.shot(f"submission-{number}")
+                seen.append(page.inner_text("body"))
+                if number == 1:
+                    page.get_by_text("Next →").click()
+        assert all(test_line[:40] in text for text in seen), seen[0][:3000]
+        # the unanswered submission shows its test failing, as the scoring kernel ran it
+        assert sum("NotImplementedError" in text for text in seen) == 1, seen
+    except Exception as error:
+        with contextlib.suppress(Exception):
+            instructor.shot("failed")
+        raise AssertionError(f"Formgrader, in the browser: {error}\n"
+                             f"Screenshots of each step: {shots}/") from error
+    finally:
+        page.close()
