@@ -230,7 +230,7 @@ def test_a_kernel_that_cannot_start_stops_the_batch_in_plain_words_and_keeps_wha
     assert "What to try" in done.stderr and "not graded: 1" in done.stderr
     assert _rows(tmp_path / "out") == {"ann": {"student": "ann", "chapter": CHAPTER,
                                                "score": "2", "max_score": "2",
-                                               "status": "graded"}}
+                                               "status": "graded", "notes": ""}}
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
         assert gb.find_submission(CHAPTER, "ann").score == 2.0
 

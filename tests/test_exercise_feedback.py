@@ -572,8 +572,9 @@ def heads_to_sequence(y):
     return output.reshape(world_size * heads, block, head_dim)
 ''',
         ["On rank 0 (world_size=4, which='sequence_to_heads', heads=8, seq_len=8, head_dim=2, "
-         "dtype=torch.float32), sequence_to_heads(x) (this rank's heads, every position) should "
-         "be"]),
+         "dtype=torch.float32), sequence_to_heads(x) (this rank's heads, every position): a "
+         "float32 tensor of shape (2, 8, 2) whose largest difference from the expected values "
+         "is"]),
 }
 
 # (exercise, chapter, a correct answer that the exercise's test cell must accept)

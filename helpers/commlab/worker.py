@@ -5,10 +5,10 @@ milliseconds and can use CUDA even when the notebook's kernel already did. It:
 
 1. sends its stdout and stderr to the launcher (:func:`commlab.capture.redirect`);
 2. takes the notebook's environment, ``sys.path`` and working directory (:class:`LaunchSpec`);
-3. installs the trace, sets up the process group (unless the student does it), *then* unpickles
-   the student's function, so that it finds the traced ``torch.distributed`` functions, and calls
-   ``fn(rank, world_size, *args)``;
-4. sends one :class:`RankReport` on its control pipe and waits for the launcher's word before
+3. installs the trace, *then* unpickles the student's function, so that it finds the traced
+   ``torch.distributed`` functions;
+4. sets up the process group (unless the student does it), calls ``fn(rank, world_size, *args)``;
+5. sends one :class:`RankReport` on its control pipe and waits for the launcher's word before
    tearing the group down, so that a rank that finishes early never closes connections a slower
    peer still needs.
 
@@ -116,6 +116,7 @@ def main(spec: LaunchSpec, rank: int, control: Any, out_pipe: Any, err_pipe: Any
 
 
 def _call(spec: LaunchSpec, rank: int, board: status.RankBoard) -> Any:
+    fn, args = cloudpickle.loads(spec.payload)
     backend.set_current_device(backend.pick_device(spec.backend, rank, spec.world_size))
     if spec.init_process_group:
         import torch.distributed as dist
@@ -123,9 +124,6 @@ def _call(spec: LaunchSpec, rank: int, board: status.RankBoard) -> Any:
         dist.init_process_group(spec.group_backend, rank=rank, world_size=spec.world_size,
                                 timeout=timedelta(seconds=spec.pg_timeout))
     board.set_phase(status.RUNNING)
-    # Unpickled once the rank runs: unpickling can run a student's code (a grader's answers are
-    # defined here), whose hang is then the run's timeout, not a slow start.
-    fn, args = cloudpickle.loads(spec.payload)
     return fn(rank, spec.world_size, *args)
 
 
