@@ -116,6 +116,44 @@ def test_notebook_environment_reaches_the_ranks(monkeypatch):
     assert result.returns == ["from the notebook"] * 2
 
 
+def _listening_addresses(port: int) -> list[str]:
+    """The local addresses (hex, as /proc/net lists them) of the sockets listening on ``port``."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.split(":")
+            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                found.append(address)
+    return found
+
+
+def test_the_rendezvous_store_listens_on_the_loopback_alone():
+    # an IPv4 loopback socket: the store's server names its peers from /etc/hosts, never over
+    # the network, and no other machine can reach the store while a run lasts
+    from commlab import rendezvous
+
+    store = rendezvous.launch_store(5.0)
+    try:
+        assert _listening_addresses(store.port) == ["0100007F"]  # 127.0.0.1
+        store.set("key", "value")
+        assert store.get("key") == b"value"
+    finally:
+        del store
+
+
+def test_ranks_name_the_store_with_quick_lookups_and_the_notebook_keeps_its_environment(
+        monkeypatch):
+    monkeypatch.delenv("RES_OPTIONS", raising=False)
+    result = commlab.run(lambda rank, world_size: os.environ.get("RES_OPTIONS"), 2)
+    assert result.returns == ["timeout:1 attempts:2"] * 2
+    assert "RES_OPTIONS" not in os.environ
+    monkeypatch.setenv("RES_OPTIONS", "timeout:3")  # the notebook's own choice is kept
+    result = commlab.run(lambda rank, world_size: os.environ.get("RES_OPTIONS"), 2)
+    assert result.returns == ["timeout:3"] * 2
+    assert os.environ["RES_OPTIONS"] == "timeout:3"
+
+
 def test_run_inside_a_rank_is_refused():
     with pytest.raises(commlab.RankError, match="called inside a rank"):
         commlab.run(lambda rank, world_size: commlab.run(print, 2), 2)

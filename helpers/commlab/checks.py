@@ -195,10 +195,9 @@ def _run_batch(rank: int, world_size: int, fn: Callable[..., Any],
     return done
 
 
-# This process's client of the launch's rendezvous store, made once. Connecting a new client
-# now and then takes 5 s (measured with torch 2.13 on a 2-core machine, about one connection in
-# ten when several processes connect at once): the process group's own client is used when
-# there is one, and no client is made twice.
+# This process's client of the launch's rendezvous store, made once. A new client names the
+# store with a DNS lookup that can take a second (see commlab.rendezvous): the process group's
+# own client is used when there is one, and no client is made twice.
 _stores: dict[tuple[str, str], Any] = {}
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import cloudpickle
 import torch
 
-from . import explain, processes, torchrun
+from . import explain, processes, rendezvous, torchrun
 from .backend import choose_backend, group_backend
 from .errors import CommlabError
 from .result import RunResult
@@ -106,9 +106,7 @@ def run_pickled(payload: bytes, world_size: int, *, backend: str = "auto",
     """:func:`run` for a function already pickled with cloudpickle as ``(fn, args)``: this
     process never unpickles it, only the ranks do."""
     chosen = choose_backend(backend, world_size)
-    store = torch.distributed.TCPStore("127.0.0.1", 0, None, True,
-                                       timedelta(seconds=timeout + _GROUP_GRACE),
-                                       wait_for_workers=False)
+    store = rendezvous.launch_store(timeout + _GROUP_GRACE)
     try:
         spec = LaunchSpec(
             payload=payload, world_size=world_size, backend=chosen,
@@ -184,6 +182,8 @@ def _rank_environ(world_size: int, port: int, debug: bool) -> dict[str, str]:
     loopback = _loopback_interface()
     if loopback and "GLOO_SOCKET_IFNAME" not in os.environ:
         environ["GLOO_SOCKET_IFNAME"] = loopback
+    # the ranks' store clients name the store with a lookup (see commlab.rendezvous)
+    environ["RES_OPTIONS"] = rendezvous.resolver_options()
     return environ
 
 
