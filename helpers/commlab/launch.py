@@ -16,11 +16,9 @@ import os
 import socket
 import sys
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import cloudpickle
-import torch
 
 from . import explain, processes, rendezvous, torchrun
 from .backend import choose_backend, group_backend
