@@ -73,7 +73,12 @@ class LocalLab:
         self.log = folder / "lab.log"
         self.process: subprocess.Popen | None = None
 
+    def make_target(self) -> tuple[list[str], Path]:
+        """The make target (with its variables) that starts this Lab, and where it runs."""
+        return ["lab", f"WORK={self.work}"], ROOT
+
     def start(self, timeout: float = 120) -> LocalLab:
+        target, cwd = self.make_target()
         env = {k: v for k, v in os.environ.items()
                if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
         # Lab's settings, workspaces and runtime files in the test's folder, not the user's
@@ -85,9 +90,8 @@ class LocalLab:
             flags += " --allow-root"
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(
-                ["make", "--no-print-directory", "lab", f"WORK={self.work}",
-                 f"LAB_FLAGS={flags}"], cwd=ROOT, env=env, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True)
+                ["make", "--no-print-directory", *target, f"LAB_FLAGS={flags}"], cwd=cwd,
+                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         pattern = re.compile(rf"http://127\.0\.0\.1:{self.port}/lab\?token=([0-9a-f]+)")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.process.poll() is None:
@@ -96,7 +100,8 @@ class LocalLab:
                 self.token = found.group(1)
                 return self
             time.sleep(0.3)
-        raise AssertionError(f"make lab printed no token URL:\n{self.log.read_text()[-3000:]}")
+        raise AssertionError(f"make {target[0]} printed no token URL:\n"
+                             f"{self.log.read_text()[-3000:]}")
 
     @property
     def base_url(self) -> str:
@@ -311,30 +316,8 @@ class FormgraderLab(LocalLab):
         super().__init__(folder)
         self.course = course
 
-    def start(self, timeout: float = 120) -> FormgraderLab:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-        for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR",
-                     "JUPYTERLAB_WORKSPACES_DIR"):
-            env[name] = str(self.folder / name.lower())
-        flags = f"--no-browser --ip=127.0.0.1 --port={self.port}"
-        if os.geteuid() == 0:
-            flags += " --allow-root"
-        with open(self.log, "w") as log:
-            self.process = subprocess.Popen(
-                ["make", "--no-print-directory", "formgrader", f"LAB_FLAGS={flags}"],
-                cwd=self.course, env=env, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
-        pattern = re.compile(rf"http://127\.0\.0\.1:{self.port}/lab\?token=([0-9a-f]+)")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.process.poll() is None:
-            found = pattern.search(self.log.read_text())
-            if found:
-                self.token = found.group(1)
-                return self
-            time.sleep(0.3)
-        raise AssertionError(f"make formgrader printed no token URL:\n"
-                             f"{self.log.read_text()[-3000:]}")
+    def make_target(self) -> tuple[list[str], Path]:
+        return ["formgrader"], self.course
 
 
 @pytest.fixture

@@ -85,6 +85,20 @@ class BucketedDDP(torch.nn.Module):
         self.buckets = make_buckets(trainable, bucket_cap_bytes)
 '''
 
+# forward, and the wait for the all-reduces the hooks started: the same in the answers below
+# that start their buckets from gradient hooks
+DDP_WAIT = '''
+    def forward(self, *inputs):
+        return self.module(*inputs)
+
+    def finish_gradient_synchronization(self):
+        for bucket, flat, work in self.works:
+            work.wait()
+            flat /= dist.get_world_size()
+            for param, average in zip(bucket, flat.split([p.numel() for p in bucket])):
+                param.grad.copy_(average.view_as(param.grad))
+'''
+
 ZERO3_BODY = '''
 def train_zero3(model, batches, lr=0.1):
     rank, world_size = dist.get_rank(), dist.get_world_size()
@@ -230,17 +244,7 @@ def average_all(tensors):
             for bucket in self.buckets:
                 flat = torch.cat([p.grad.reshape(-1) for p in bucket])
                 self.works.append((bucket, flat, dist.all_reduce(flat, async_op=True)))
-
-    def forward(self, *inputs):
-        return self.module(*inputs)
-
-    def finish_gradient_synchronization(self):
-        for bucket, flat, work in self.works:
-            work.wait()
-            flat /= dist.get_world_size()
-            for param, average in zip(bucket, flat.split([p.numel() for p in bucket])):
-                param.grad.copy_(average.view_as(param.grad))
-        self.works = []
+''' + DDP_WAIT + '''        self.works = []
         self.pending = sum(len(bucket) for bucket in self.buckets)
 ''',
         ["should be\n    [True, True, True]\nbut it is\n    [False, False, True]"]),
@@ -260,17 +264,7 @@ def average_all(tensors):
         if self.pending[i] == 0:
             flat = torch.cat([p.grad.reshape(-1) for p in self.buckets[i]])
             self.works.append((self.buckets[i], flat, dist.all_reduce(flat, async_op=True)))
-
-    def forward(self, *inputs):
-        return self.module(*inputs)
-
-    def finish_gradient_synchronization(self):
-        for bucket, flat, work in self.works:
-            work.wait()
-            flat /= dist.get_world_size()
-            for param, average in zip(bucket, flat.split([p.numel() for p in bucket])):
-                param.grad.copy_(average.view_as(param.grad))
-        self.works = []
+''' + DDP_WAIT + '''        self.works = []
         self.pending = [len(bucket) for bucket in self.buckets]
 ''',
         ["model='reversed', bucket_cap_bytes=1100, steps=3, step=0), the bytes of the step's "
@@ -294,17 +288,7 @@ def average_all(tensors):
             flat = torch.cat([p.grad.reshape(-1) for p in bucket])
             self.works.append((bucket, flat, dist.all_reduce(flat, async_op=True)))
             self.next_bucket += 1
-
-    def forward(self, *inputs):
-        return self.module(*inputs)
-
-    def finish_gradient_synchronization(self):
-        for bucket, flat, work in self.works:
-            work.wait()
-            flat /= dist.get_world_size()
-            for param, average in zip(bucket, flat.split([p.numel() for p in bucket])):
-                param.grad.copy_(average.view_as(param.grad))
-        self.works, self.next_bucket = [], 0
+''' + DDP_WAIT + '''        self.works, self.next_bucket = [], 0
         self.pending = [len(bucket) for bucket in self.buckets]
 ''',
         ["when run on 2 ranks (model='frozen', bucket_cap_bytes=1100, steps=3)",
