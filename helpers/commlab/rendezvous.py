@@ -60,7 +60,7 @@ def launch_store(timeout: float) -> Any:
             made["error"] = exc
 
     had = os.environ.get("RES_OPTIONS")
-    os.environ["RES_OPTIONS"] = resolver_options()
+    os.environ.setdefault("RES_OPTIONS", QUICK_LOOKUPS)
     try:
         maker = threading.Thread(target=make, name="commlab-store")
         maker.start()
