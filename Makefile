@@ -15,7 +15,7 @@ LAB_FLAGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab test lint bench bench-grade baselines generate validate grade clean
+.PHONY: setup lab test lint bench bench-rendezvous bench-grade baselines generate validate grade clean
 .PHONY: check course-source student-edition execute formgrader
 
 setup: $(STAMP)
@@ -56,6 +56,9 @@ course-source:
 
 bench: setup
 	$(BIN)/python bench/launch_bench.py
+
+bench-rendezvous: setup
+	$(BIN)/python bench/rendezvous_bench.py
 
 bench-grade: setup
 	PYTHONPATH=.:tests $(BIN)/python bench/grade_bench.py
