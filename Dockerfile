@@ -86,7 +86,7 @@ COPY --chown=${UID}:${GID} . .
 RUN --mount=type=secret,id=pip_conf --mount=type=secret,id=ca_bundle make setup
 USER ${UID}:${GID}
 # COMMLAB_INSTRUCTOR_IMAGE: the grader's advice where namespaces are not allowed speaks of
-# this image as the one you are in (grader/sandbox.py)
+# this image as the one you are in (grader/sandboxed/namespaces.py)
 ENV HOME=/home/student \
     COMMLAB_INSTRUCTOR_IMAGE=1
 # matplotlib's font cache, in the user's home: built once here, not on the first picture

@@ -133,9 +133,9 @@ def _parser() -> argparse.ArgumentParser:
 def grade(args) -> int:
     from tqdm import tqdm
 
-    from .batch import NotWritable, Settings, grade_class
     from .intake import IntakeError
-    from .sandbox import available, not_available_message
+    from .sandboxed.namespaces import available, not_available_message
+    from .trusted.batch import NotWritable, Settings, grade_class
 
     problem = course.environment_problem()
     if problem:
@@ -186,8 +186,8 @@ def _summary(outcomes, out: Path, gradebook_error: str | None) -> int:
 def _read_parts(paths: list[Path]):
     """(part folder, slice, notes, outcomes, students) of each shard's OUT, and what is wrong
     with them."""
-    from . import gradebook
-    from .batch import UNFINISHED
+    from .trusted import gradebook
+    from .trusted.batch import UNFINISHED
 
     parts, problems, seen = [], [], {}
     for path in paths:
@@ -244,8 +244,8 @@ def merge(args) -> int:
     missing, doubled, unfinished or of another grading."""
     import tempfile
 
-    from . import gradebook
-    from .batch import with_manual_scores
+    from .trusted import gradebook
+    from .trusted.batch import with_manual_scores
 
     parts, problems = _read_parts(args.parts or [args.out])
     problems += _slices_problems(parts)
@@ -298,7 +298,7 @@ def _moved_feedback(outcome, part: Path, out: Path):
 
 
 def export_grades(args) -> int:
-    from .export import export
+    from .trusted.export import export
 
     if not (args.out / "results.json").exists():
         print(f"error: {args.out} holds no results.json: give the OUT of `make grade` or of "

@@ -12,8 +12,9 @@ import nbformat
 import psutil
 import pytest
 
-from grader import batch, sandbox, tamper
 from grader.course import NOTEBOOKS
+from grader.sandboxed import namespaces as sandbox
+from grader.trusted import batch, tamper
 from support.class_factory import CHAPTER, LEFTOVER_MARK, cases, correct, make_class
 from support.processes import descendants
 

@@ -19,7 +19,8 @@ import psutil
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import batch, cli, scratch
+from grader import cli
+from grader.trusted import batch, scratch
 from support.class_factory import CHAPTER, correct, release, write
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -260,8 +261,8 @@ def test_out_and_the_gradebook_folder_must_be_writable_before_anything_is_graded
 def _slices(tmp_path: Path, n: int, students: list[str], name: str = "part") -> list[Path]:
     """The OUT folders of n slices of a class of ``students`` (chapter 00), as grading writes
     them, without grading: what merge reads."""
-    from grader import gradebook
-    from grader.score import Outcome, Status
+    from grader.trusted import gradebook
+    from grader.trusted.verdict import Outcome, Status
 
     grid = [(s, CHAPTER) for s in students]
     folders = []
@@ -350,7 +351,7 @@ def test_merge_takes_what_is_there_when_asked_and_stands_on_its_own(tmp_path, ca
 
 
 def test_the_no_namespace_advice_fits_where_the_grader_runs(monkeypatch):
-    from grader import sandbox
+    from grader.sandboxed import namespaces as sandbox
 
     monkeypatch.delenv(sandbox.IN_IMAGE, raising=False)
     outside = sandbox.not_available_message()

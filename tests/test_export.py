@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import batch, cli, gradebook, intake
-from grader.score import Outcome, Status
+from grader import cli, intake
+from grader.trusted import batch, gradebook
+from grader.trusted.verdict import Outcome, Status
 from support.class_factory import correct, release
 
 CHAPTER = "01_broadcast"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import batch, course
+from grader import course
+from grader.trusted import batch
 from support.class_factory import correct, write
 
 CHAPTERS = course.chapters()

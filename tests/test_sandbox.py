@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import sandbox
 from grader.course import ROOT
+from grader.sandboxed import namespaces as sandbox
 
 pytestmark = pytest.mark.skipif(not sandbox.available(),
                                 reason="this machine does not allow user namespaces")

@@ -17,7 +17,10 @@ from commlab import cells, errors
 from commlab.result import RunResult
 from commlab.timeline import Span
 from commlab.trace import Call, TensorInfo
-from grader import answers, scoring, wire
+from grader import wire
+from grader.sandboxed import define
+from grader.trusted import scoring_notebook as scoring
+from grader.trusted import stand_ins
 from support.class_factory import correct
 
 MARK = "student-code-marker-7f3a"
@@ -158,20 +161,20 @@ def test_a_reply_too_large_is_refused(monkeypatch):
 
 # --- the answers, in a rank -------------------------------------------------------------------
 
-def _bundle(*cells: tuple[str, str], imports=()) -> answers.Answers:
+def _bundle(*cells: tuple[str, str], imports=()) -> define.Answers:
     import cloudpickle
 
-    return answers.Answers(os.urandom(8).hex(), list(cells), list(imports),
+    return define.Answers(os.urandom(8).hex(), list(cells), list(imports),
                            cloudpickle.dumps({"OFFSET": 10,
-                                              "hues": answers._Module("colorsys")}))
+                                              "hues": define._Module("colorsys")}))
 
 
 def test_a_rank_defines_the_students_answers_with_the_kernels_definitions():
     bundle = _bundle(("q-one", "def shifted(x):\n    return math.floor(x) + OFFSET\n"),
                      ("q-two", "def hue(r, g, b):\n    return hues.rgb_to_hsv(r, g, b)[0]\n"),
                      imports=["import math"])
-    assert answers.defined(bundle, "q-one", "shifted")(2.5) == 12
-    assert answers.defined(bundle, "q-two", "hue")(0.0, 0.0, 1.0) == 2 / 3
+    assert define.defined(bundle, "q-one", "shifted")(2.5) == 12
+    assert define.defined(bundle, "q-two", "hue")(0.0, 0.0, 1.0) == 2 / 3
 
 
 @pytest.mark.parametrize("source, words", [
@@ -182,20 +185,20 @@ def test_a_rank_defines_the_students_answers_with_the_kernels_definitions():
 ])
 def test_a_missing_or_broken_answer_says_which_cell(source, words):
     with pytest.raises(NameError, match=r"shifted is not defined") as raised:
-        answers.defined(_bundle(("q-one", source)), "q-one", "shifted")
+        define.defined(_bundle(("q-one", source)), "q-one", "shifted")
     assert words in str(raised.value)
 
 
 def test_a_students_traceback_names_the_answer_cell():
     bundle = _bundle(("q-one", "def shifted(x):\n    return x / 0\n"))
     with pytest.raises(ZeroDivisionError) as raised:
-        answers.defined(bundle, "q-one", "shifted")(1)
+        define.defined(bundle, "q-one", "shifted")(1)
     frame = raised.traceback[-1]
     assert str(frame.path) == "<answer cell q-one>" and "x / 0" in str(frame.statement)
 
 
 def test_a_stand_in_can_not_be_subclassed_in_the_kernel():
-    stand_in = answers.Answer(answers.Book([], []), "q-one", "Model")
+    stand_in = stand_ins.Answer(stand_ins.Book([], []), "q-one", "Model")
     with pytest.raises(TypeError, match="only inside a function run on the ranks"):
         class Sub(stand_in):  # noqa: F841 - what a test cell in the kernel might write
             pass

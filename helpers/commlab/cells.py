@@ -1,8 +1,9 @@
 """What grading takes from each kind of notebook cell, read from the code without running it.
 
-The grader (``grader/scoring.py``) defines a student's answers from their answer cells and the
-``import`` lines of their notebook, and gives them the chapter's own definitions (the imports,
-``def``s, ``class``es and assignments that call nothing of its other cells). ``make check``
+The grader (``grader/trusted/scoring_notebook.py``) defines a student's answers from their
+answer cells and the ``import`` lines of their notebook, and gives them the chapter's own
+definitions (the imports, ``def``s, ``class``es and assignments that call nothing of its other
+cells). ``make check``
 (``helpers/scripts/check_notebook.py``) uses the same rules to warn a student whose answer
 leans on a cell the grader never runs.
 """

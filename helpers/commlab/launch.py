@@ -87,7 +87,8 @@ def run(fn: Callable[..., Any], world_size: int = 4, *, args: tuple = (),
 
 
 # A grader runs the ranks of its test cells in a sandbox of their own, away from the kernel that
-# decides the score: it installs here the function that sends them there (see grader/scorer.py).
+# decides the score: it installs here the function that sends them there (see
+# grader/trusted/scoring_kernel.py).
 _elsewhere: Callable[..., RunResult] | None = None
 
 

@@ -1,6 +1,6 @@
 """Where a grade is computed: one submission's score and status, from the test cells as the
-scoring kernel ran them (see grader/scoring.py: no student code runs there) and from how the
-student's own notebook ran; never from a file the student's code could write."""
+scoring kernel ran them (see grader/trusted/scoring_notebook.py: no student code runs there)
+and from how the student's own notebook ran; never from a file the student's code could write."""
 
 from __future__ import annotations
 

@@ -23,12 +23,14 @@ from commlab.errors import CollectiveTimeout, CommlabError
 from commlab.result import RunResult
 from commlab.watch import STARTUP_LIMIT
 
-from . import answers, rankhost, sandbox, wire
+from .. import wire
+from ..sandboxed import namespaces, rankhost
+from . import stand_ins
 
 # What the forkserver imports once, so that each rank host, and every rank it forks, starts with
 # it loaded: what commlab's ranks preload, and the host's own modules.
 PRELOAD = [*processes.PRELOAD, "psutil", "commlab.launch", "commlab.checks", "commlab.timeline",
-           "grader.rankhost"]
+           "grader.sandboxed.rankhost"]
 # Seconds a rank host may take to start (fork, enter the sandbox) before grading gives up on it.
 HOST_START_LIMIT = 60.0
 # Past the run's own timeout and the ranks' start, how long to wait for the host's answer.
@@ -36,9 +38,9 @@ REPLY_GRACE = 30.0
 
 
 class RankHost:
-    """The scoring kernel's side of one rank host (see :mod:`grader.rankhost`)."""
+    """The scoring kernel's side of one rank host (see :mod:`grader.sandboxed.rankhost`)."""
 
-    def __init__(self, plan: sandbox.Plan | None):
+    def __init__(self, plan: namespaces.Plan | None):
         self.plan = plan
         self.process: Any = None
         self.connection: Any = None
@@ -99,14 +101,14 @@ class RankHost:
         self.process = self.connection = None
 
 
-_book: answers.Book | None = None
+_book: stand_ins.Book | None = None
 _host: RankHost | None = None
 
 
-def _plan(data: dict | None) -> sandbox.Plan | None:
+def _plan(data: dict | None) -> namespaces.Plan | None:
     if data is None:
         return None
-    return sandbox.Plan(tuple(map(Path, data["hidden"])), tuple(map(Path, data["readable"])),
+    return namespaces.Plan(tuple(map(Path, data["hidden"])), tuple(map(Path, data["readable"])),
                         Path(data["workdir"]), tuple(map(Path, data["covered_files"])),
                         tuple((Path(a), Path(b)) for a, b in data["links"]))
 
@@ -143,7 +145,7 @@ def begin(submission: str) -> None:
     global _book, _host
     _forget_previous_submission()
     data = json.loads(Path(submission).read_text())
-    _book = answers.Book([tuple(a) for a in data["answers"]], data["imports"])
+    _book = stand_ins.Book([tuple(a) for a in data["answers"]], data["imports"])
     _host = RankHost(_plan(data["plan"]))
     launch.launch_elsewhere(_host.launch)
     from IPython import get_ipython
@@ -153,11 +155,11 @@ def begin(submission: str) -> None:
         shell.events.register("pre_execute", _book.forget_bundle)
 
 
-def answer(grade_id: str, name: str) -> answers.Answer:
+def answer(grade_id: str, name: str) -> stand_ins.Answer:
     """The stand-in for ``name``, which the solution cell ``grade_id`` defines."""
     if _book is None:
         raise RuntimeError("begin() first")
-    return answers.Answer(_book, grade_id, name)
+    return stand_ins.Answer(_book, grade_id, name)
 
 
 def end() -> None:

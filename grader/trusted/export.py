@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 from .gradebook import read_results
-from .score import Status
+from .verdict import Status
 
 LMSS = ("canvas", "moodle", "blackboard")
 

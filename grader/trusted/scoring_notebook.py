@@ -4,11 +4,11 @@ answers as stand-ins, and nothing else of the student's.
 For each submission the scoring kernel (one per worker, never sandboxed because it never runs
 student code) runs a notebook made from ``solutions/`` (hidden tests included):
 
-- a first cell that takes the submission (:func:`grader.scorer.begin`): its answer cells and
-  import lines, read here from the sanitized notebook as text, never run here;
+- a first cell that takes the submission (:func:`grader.trusted.scoring_kernel.begin`): its
+  answer cells and import lines, read here from the sanitized notebook as text, never run here;
 - every test cell, as the instructor wrote it;
 - for each answer cell, the solution cell's imports and a stand-in for each name it defines
-  (:mod:`grader.answers`): the student's code runs only in the ranks, in the sandbox;
+  (:mod:`grader.trusted.stand_ins`): the student's code runs only in the ranks, in the sandbox;
 - from every other code cell, only its top-level imports, ``def``s, ``class``es and assignments
   that call nothing: what tests and answers use, without re-running the chapter's examples.
 
@@ -30,11 +30,13 @@ from nbgrader.utils import is_grade, is_solution
 
 from commlab.cells import defined_names, definitions, imports
 
-from . import course, sandbox
+from .. import course
+from ..sandboxed import namespaces
 from .execute import Execution, run_in
 from .kernels import copy_font_list
 
-SCORER = "__scorer__"  # the kernel's name for grader.scorer (the seed skips names with "_")
+# the kernel's name for grader.trusted.scoring_kernel (the seed skips names with "_")
+SCORER = "__scorer__"
 
 def is_test(cell) -> bool:
     """A test cell: graded, and not itself an answer (a manually graded answer is one)."""
@@ -49,9 +51,9 @@ def _grade_id(cell) -> str:
     return cell.metadata["nbgrader"]["grade_id"]
 
 
-def submission_data(submitted, plan: sandbox.Plan | None) -> dict:
+def submission_data(submitted, plan: namespaces.Plan | None) -> dict:
     """What the scoring kernel takes of a submission: the student's answer cells (grade id,
-    source), the import lines of their other cells, the rank host's sandbox. Text only."""
+    source), the import lines of their other cells, the rank host's namespaces. Text only."""
     answers = [(_grade_id(c), c.source) for c in submitted.cells if is_answer(c)]
     lines = [line for c in submitted.cells if c.cell_type == "code" and not is_test(c)
              and not is_answer(c) for line in imports(c.source)]
@@ -68,7 +70,7 @@ def scoring_notebook(chapter: str, submission_file: Path):
     """The notebook the scoring kernel runs for one submission of ``chapter``."""
     source = nbformat.read(course.SOLUTIONS / chapter / f"{chapter}.ipynb", as_version=4)
     new = nbformat.v4.new_code_cell
-    cells = [new(f"import grader.scorer as {SCORER}\n"
+    cells = [new(f"import grader.trusted.scoring_kernel as {SCORER}\n"
                  f"{SCORER}.begin({str(submission_file)!r})")]
     for cell in source.cells:
         if cell.cell_type != "code":
@@ -103,7 +105,7 @@ class Scored:
 
 
 async def score(chapter: str, submitted, kernel, config, limit: float, folder: Path,
-                plan: sandbox.Plan | None) -> Scored:
+                plan: namespaces.Plan | None) -> Scored:
     """Run the scoring notebook of ``submitted`` (the sanitized notebook) on the scoring
     ``kernel``; ``folder`` receives the submission's data, ``plan`` is the rank host's sandbox."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -104,7 +104,7 @@ def hidden_paths(extra: list[Path]) -> list[Path]:
     """The folders covered by an empty one: every top-level folder but the system's (home
     folders, other copies of the course, /tmp, /run, /opt, ...), and the course, the temporary
     folder and ``extra`` wherever they are."""
-    from .course import ROOT
+    from ..course import ROOT
 
     tops = [p for p in Path("/").iterdir()
             if p.is_dir() and not p.is_symlink() and p.name not in SYSTEM]

@@ -12,8 +12,8 @@ import shutil
 import warnings
 from pathlib import Path
 
-from . import course
-from .score import Outcome, Status
+from .. import course
+from .verdict import Outcome, Status
 
 COLUMNS = ["student", "chapter", "score", "max_score", "status", "notes"]
 

@@ -2,9 +2,10 @@
 pages and the instructor's gradebook.
 
 Each worker has a scoring kernel of its own (trusted, for every submission it grades: see
-grader/scoring.py) and a warm student's kernel ready for its next submission (sandboxed, fresh
-for each). A submission runs as the student wrote it on the student's kernel, for the feedback
-page, without its test cells; then its tests run on the scoring kernel, which decides the score.
+grader/trusted/scoring_notebook.py) and a warm student's kernel ready for its next submission
+(sandboxed, fresh for each). A submission runs as the student wrote it on the student's kernel,
+for the feedback page, without its test cells; then its tests run on the scoring kernel, which
+decides the score.
 
 Tests and the bench call ``grade_class``; ``python -m grader grade`` is its command line.
 """
@@ -23,10 +24,12 @@ from pathlib import Path
 
 import nbformat
 
-from . import course, feedback, gradebook, intake, kernels, sandbox, scoring, scratch
+from .. import course, intake
+from ..sandboxed import namespaces
+from . import feedback, gradebook, kernels, scoring_notebook, scratch
 from .execute import limit_outputs, resources, run_cells, sanitize
-from .score import Outcome, judge, max_score
 from .tamper import check_tampering
+from .verdict import Outcome, judge, max_score
 
 
 @dataclass
@@ -90,21 +93,21 @@ class _Run:
         # that a rank that goes on to destroy the group at once cannot fail a slower peer still
         # connecting ("Connection closed by peer"), which a busy machine makes likely
         self.env = dict(os.environ, NBGRADER_EXECUTION="autograde", TORCH_DIST_INIT_BARRIER="1")
-        self.hidden = sandbox.hidden_paths([out, submissions] if submissions.is_dir() else [out])
+        self.hidden = namespaces.hidden_paths([out, submissions] if submissions.is_dir() else [out])
         self.count = 0
         self.max_scores: dict[str, float] = {}
         self.error: str | None = None  # set when a kernel could not start: no new submission
 
-    def plan(self, workdir: Path) -> sandbox.Plan | None:
+    def plan(self, workdir: Path) -> namespaces.Plan | None:
         """What student code sees from ``workdir`` (None: no sandbox)."""
-        return sandbox.plan(workdir, self.hidden, [self.settings.db]) if self.sandboxed \
+        return namespaces.plan(workdir, self.hidden, [self.settings.db]) if self.sandboxed \
             else None
 
     def _wrap(self, folder: Path):
         plan = self.plan(folder)
         if plan is None:
-            return lambda argv: [*sandbox.dies_with_parent(), *argv]
-        return lambda argv: sandbox.kernel_command(plan, argv)
+            return lambda argv: [*namespaces.dies_with_parent(), *argv]
+        return lambda argv: namespaces.kernel_command(plan, argv)
 
     def start_kernel(self) -> asyncio.Task:
         self.count += 1
@@ -120,11 +123,12 @@ class _Run:
         env = dict(self.env, PYTHONPATH=os.pathsep.join(
             filter(None, [str(course.ROOT), self.env.get("PYTHONPATH")])))
         plan = self.plan(warm)
-        data = None if plan is None else scoring.submission_data(
+        data = None if plan is None else scoring_notebook.submission_data(
             nbformat.v4.new_notebook(), plan)["plan"]
-        code = f"__import__('grader.scorer').scorer.warm_up({data!r})"
+        code = (f"__import__('grader.trusted.scoring_kernel').trusted.scoring_kernel"
+                f".warm_up({data!r})")
         return asyncio.ensure_future(kernels.start(
-            folder, lambda f: lambda argv: [*sandbox.dies_with_parent(), *argv], env,
+            folder, lambda f: lambda argv: [*namespaces.dies_with_parent(), *argv], env,
             warm_up=code, what="the scoring kernel", before_warm_up=warm.mkdir))
 
     async def grade(self, sub: intake.Submission, kernel: kernels.Kernel, scorer: _Scorer,
@@ -152,7 +156,7 @@ class _Run:
         shutil.copyfile(sub.path, kernel.folder / f"{sub.chapter}.ipynb")
         outcome.phases["sanitize"] = time.perf_counter() - began
         done = await run_cells(notebook, kernel, self.config, self.settings.limit, cells_done,
-                               skip=scoring.is_test)
+                               skip=scoring_notebook.is_test)
         outcome.phases.update(done.seconds)
         scored = await scorer.score(sub, notebook, self)
         outcome.phases.update(scored.execution.seconds)
@@ -188,14 +192,14 @@ class _Scorer:
     def __init__(self, run: _Run):
         self.run, self.task, self.turn = run, run.start_scorer(), asyncio.Lock()
 
-    async def score(self, sub: intake.Submission, notebook, run: _Run) -> scoring.Scored:
+    async def score(self, sub: intake.Submission, notebook, run: _Run) -> scoring_notebook.Scored:
         began = time.perf_counter()
         async with self.turn:
             waited = time.perf_counter() - began
             kernel = await self.task
             run.count += 1
             folder = run.folder / f"r{run.count}"  # the submission's data, the rank host's folder
-            scored = await scoring.score(sub.chapter, notebook, kernel, run.config,
+            scored = await scoring_notebook.score(sub.chapter, notebook, kernel, run.config,
                                          run.settings.limit, folder, run.plan(folder / "w"))
             if scored.execution.died or scored.execution.over_limit:
                 await kernel.stop()
@@ -295,7 +299,7 @@ def grade_class(submissions: Path, out: Path, settings: Settings | None = None) 
     scratch.remove_stale(settings.scratch_parent)
     folder = scratch.make_run_folder(settings.scratch_parent)
     try:
-        batch.sandboxed = sandbox.available() if settings.sandbox is None else settings.sandbox
+        batch.sandboxed = namespaces.available() if settings.sandbox is None else settings.sandbox
         if not batch.sandboxed:
             batch.notes.append("graded without the sandbox: student code ran with the "
                                "grader's rights and network access")

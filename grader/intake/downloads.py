@@ -41,19 +41,21 @@ Students of the roster without a submission keep the name the layout would have 
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import os
 import re
 import shutil
 import tempfile
 import time
-import unicodedata
 import zipfile
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+
+from .errors import IntakeError
+from .names import _ascii, _norm, _person, _safe
+from .roster import _match_roster, _Person, _read_roster
 
 LAYOUTS = ("folders", "canvas", "moodle", "blackboard", "flat")
 
@@ -70,10 +72,6 @@ PATTERNS = {
     "folders": "<student>/<chapter>/<chapter>.ipynb",
     "flat": "<student>_..._<chapter>.ipynb",
 }
-
-
-class IntakeError(ValueError):
-    """SUBMISSIONS or the roster cannot be read; the message says what to do."""
 
 
 @dataclass
@@ -98,7 +96,7 @@ class Intake:
     roster: list[str] | None  # every student of the roster, under the name their files get
     # student -> what the LMS knows of them, from file names and the roster's row (lower-case
     # column names: "id", "student", "sis login id", "identifier", "email address", "username",
-    # ...), for sending grades back (grader/export.py)
+    # ...), for sending grades back (grader/trusted/export.py)
     identities: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def report(self) -> str:
@@ -135,13 +133,6 @@ class _Candidate:
     path: Path
     origin: str
     order: tuple
-
-
-@dataclass
-class _Person:
-    ids: set = field(default_factory=set)
-    names: set = field(default_factory=set)
-    identity: dict = field(default_factory=dict)
 
 
 def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "auto",
@@ -456,140 +447,3 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-# --- names ---------------------------------------------------------------------------------------
-
-def _ascii(text: str) -> str:
-    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-
-
-def _safe(name: str) -> str:
-    """A folder name made of [A-Za-z0-9._-] that still reads as the student's name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", _ascii(name).strip()).strip("._-")
-
-
-def _person(name: str, lms_id: str) -> str:
-    """The LMS's name and id: ``smithjane_1234``, ``Jane_Doe_4242`` (the id alone if the name
-    has no Latin letters)."""
-    return "_".join(filter(None, (_safe(name), lms_id)))
-
-
-def _norm(name: str) -> str:
-    """A name to compare: "Smith, Jane" and "smithjane" both give "smithjane"."""
-    return re.sub(r"[^a-z0-9]", "", _ascii(name).lower())
-
-
-def _name_forms(*words: str) -> tuple[str, ...]:
-    """A name in either order: "Jane Doe" and "Doe Jane", "Mary Ann Smith" and "Smith Mary Ann"."""
-    parts = [w for w in re.split(r"[\s,]+", " ".join(words)) if w]
-    return tuple({_norm("".join(parts[i:] + parts[:i])) for i in range(len(parts))})
-
-
-# --- the roster ----------------------------------------------------------------------------------
-
-@dataclass
-class _Member:
-    """One student of the roster, as the LMS's export describes them."""
-    ids: tuple = ()
-    names: tuple = ()
-    keys: dict = field(default_factory=dict)  # layout -> the name their files would get
-    fallback: str = ""
-    row: dict = field(default_factory=dict)  # the roster's row, lower-case column names
-
-
-ID_COLUMNS = ("id", "sis user id", "sis login id", "login id", "username", "student id",
-              "id number", "email address", "email")
-NAME_COLUMNS = ("student", "full name", "first name", "last name", "identifier", "username")
-
-
-def _read_roster(path: Path) -> list[_Member]:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise IntakeError(f"cannot read the roster {path} ({exc.strerror}): give a text file "
-                          "with one student a line, or the LMS's CSV export") from exc
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        text = data.decode("utf-16")  # Blackboard's Grade Center download
-    elif b"\x00" in data:
-        raise IntakeError(f"the roster {path} is not a text file (a spreadsheet?): save it as "
-                          "CSV, or write one student a line")
-    else:
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            text = data.decode("cp1252", errors="replace")
-    lines = [line for line in text.splitlines()
-             if line.strip() and not line.lstrip().startswith("#")]
-    if not lines:
-        raise IntakeError(f"the roster {path} names no student: write one student a line, or "
-                          "give the LMS's CSV export")
-    delimiter = max(",\t;", key=lines[0].count)
-    if delimiter not in lines[0]:
-        if lines[0].strip().strip('"').lower() in ID_COLUMNS + NAME_COLUMNS:
-            lines = lines[1:]  # a one-column export: "Username", then one a line
-        return [_Member(ids=(line.strip(),), names=_name_forms(line),
-                        fallback=_safe(line)) for line in lines]
-    return _read_csv(path, lines, delimiter)
-
-
-def _read_csv(path: Path, lines: list[str], delimiter: str) -> list[_Member]:
-    rows = csv.DictReader(lines, delimiter=delimiter)
-    rows.fieldnames = [(f or "").strip().strip('"').lower() for f in rows.fieldnames]
-    if not set(rows.fieldnames) & set(ID_COLUMNS + NAME_COLUMNS):
-        raise IntakeError(
-            f"the roster {path} starts with {lines[0].strip()!r}, which names no column read "
-            "here: export it from the LMS (Canvas: Student,ID,...; Moodle: Identifier,Full name "
-            "or First name,Last name; Blackboard: Last Name,First Name,Username), or write one "
-            "student a line")
-    members = []
-    for row in rows:
-        cell = {k: (v or "").strip() for k, v in row.items() if k}
-        if cell.get("student", "").startswith("Points Possible") or \
-                cell.get("student") == "Student, Test":
-            continue  # Canvas's points row and its built-in test student
-        member = _member(cell)
-        if member.ids or member.names:
-            members.append(member)
-    return members
-
-
-def _member(cell: dict[str, str]) -> _Member:
-    participant = re.sub(r"\D", "", cell.get("identifier", ""))  # "Participant 4242"
-    first, last = cell.get("first name", ""), cell.get("last name", "")
-    full = cell.get("full name") or f"{first} {last}".strip()
-    student = cell.get("student", "")  # Canvas: "Smith, Jane"
-    names = _name_forms(student or full)
-    ids = tuple(cell[c] for c in ID_COLUMNS if cell.get(c)) + ((participant,) if participant
-                                                               else ())
-    keys = {}
-    if student and cell.get("id"):
-        keys["canvas"] = _person(_norm(student), cell["id"])
-    if full:
-        keys["moodle"] = _person(full, participant)
-    login = cell.get("username") or cell.get("sis login id") or ""
-    if login:
-        keys["blackboard"] = _safe(login)
-    fallback = _safe(login or full or student or (ids[0] if ids else ""))
-    return _Member(ids=ids, names=names, keys=keys, fallback=fallback,
-                   row={k: v for k, v in cell.items() if v})
-
-
-def _match_roster(members: list[_Member], people: dict[str, _Person], layout: str,
-                  identities: dict[str, dict[str, str]]) -> list[str]:
-    """Each roster student under the name their files have, or would have had; what the
-    roster's row says of them goes into ``identities``."""
-    by_id = {i: student for student, person in people.items() for i in person.ids}
-    by_name: dict[str, set[str]] = defaultdict(set)
-    for student, person in people.items():
-        for name in person.names:
-            by_name[name].add(student)
-    students = []
-    for member in members:
-        found = next((by_id[i.lower()] for i in member.ids if i.lower() in by_id), None)
-        if found is None:
-            fits = set().union(*(by_name.get(n, set()) for n in member.names))
-            found = fits.pop() if len(fits) == 1 else None  # two Jane Does: by id only
-        student = found or member.keys.get(layout) or member.fallback
-        if student:
-            identities.setdefault(student, {}).update(member.row)
-        students.append(student)
-    return list(dict.fromkeys(s for s in students if s))

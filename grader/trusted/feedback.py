@@ -13,7 +13,7 @@ import nbgrader
 from nbgrader.preprocessors import ClearHiddenTests
 from nbgrader.utils import is_grade, is_solution, is_task
 
-from .score import Outcome
+from .verdict import Outcome
 
 # The hidden-test blocks, with the delimiters nbgrader itself clears from the student notebooks.
 _BEGIN = ClearHiddenTests.begin_test_delimeter.default_value

@@ -1,10 +1,11 @@
-"""The rank host: where a submission's tests start their ranks, inside the sandbox.
+"""The rank host: where a submission's tests start their ranks, inside the namespaces.
 
 The scoring kernel decides the score and never runs student code; the ranks of its test cells
 run the student's answers, so they start here instead, in a process of their own that the
 scoring kernel's forkserver forks (torch is already imported, so it costs no second import) and
-that then enters the sandbox (:func:`grader.sandbox.enter`). It takes launch requests on a pipe,
-starts each launch's ranks by forking itself, and answers with what they did, as data
+that then enters the sandbox (:func:`grader.sandboxed.namespaces.enter`). It takes launch
+requests on a pipe, starts each launch's ranks by forking itself, and answers with what they did,
+as data
 (:mod:`grader.wire`). After each launch it kills whatever the ranks left running, so that every
 test starts from nothing.
 
@@ -27,13 +28,14 @@ import psutil
 
 from commlab import launch, processes
 
-from . import answers, sandbox, wire  # noqa: F401 - imported before the sandbox hides them
+from .. import wire
+from . import define, namespaces  # noqa: F401 - imported before the sandbox hides them
 
 READY = b"ready"
 _PR_SET_CHILD_SUBREAPER = 36
 
 
-def serve(connection: Any, plan: sandbox.Plan | None) -> None:
+def serve(connection: Any, plan: namespaces.Plan | None) -> None:
     """The host's life (the target of the scoring kernel's process): enter the sandbox (unless
     ``plan`` is None: grading without one), say ready, answer requests until the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the scoring kernel's stop button is not ours
@@ -42,13 +44,13 @@ def serve(connection: Any, plan: sandbox.Plan | None) -> None:
     try:
         try:
             if plan is not None:
-                sandbox.enter(plan)
+                namespaces.enter(plan)
                 first = os.fork()
                 if first:  # outside the new pid namespace: wait, then go with it
                     connection.close()
                     os.waitpid(first, 0)
                     os._exit(0)
-                sandbox.become_init()
+                namespaces.become_init()
             else:  # processes the ranks leave behind become ours, so that we can stop them
                 ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
             _settle(plan)
@@ -61,7 +63,7 @@ def serve(connection: Any, plan: sandbox.Plan | None) -> None:
         os._exit(0)
 
 
-def _settle(plan: sandbox.Plan | None) -> None:
+def _settle(plan: namespaces.Plan | None) -> None:
     """The ranks' surroundings: forked from here, a writable temporary folder, no stray
     environment of the kernel's."""
     processes.START_METHOD = "fork"
