@@ -1,36 +1,24 @@
-"""What crosses from the ranks that ran a student's answers to the kernel that decides the score:
-data only, read with a loader that cannot run code.
+"""The one thing that crosses from where student code runs to where a grade is decided: a
+launch's result, as data.
 
-The rank host (sandboxed, where student code runs) turns a run's result, or its failure, into
-plain values (numbers, strings, tensors, lists, tuples, dicts, sets) with commlab's own records
-(a trace's ``Call``, its ``TensorInfo``, a timeline's ``Span``) spelled out field by field, and
-writes them with ``torch.save``. The scoring kernel reads them with ``torch.load(...,
-weights_only=True)``, which builds nothing but those plain values, and then rebuilds the records
-from their fields. Whatever the student's code did in the ranks, what arrives is data: it can
-be wrong, never active.
+The rank host (in the sandbox) writes each launch's result, or its failure, with
+:mod:`commlab.plain`: numbers, strings, tensors, lists, tuples, dicts, sets, and commlab's own
+records spelled out field by field, read back with ``torch.load(..., weights_only=True)``,
+which builds nothing else. The ranks' own reports reach the rank host the same way, so no code
+of a submission is ever unpickled outside its ranks. Whatever the student's code did, what
+arrives in the scoring kernel is data: it can be wrong, never active.
 """
 
 from __future__ import annotations
 
 import builtins
 import dataclasses
-import io
-from typing import Any
 
-import torch
-
-from commlab import errors
+from commlab import errors, plain
 from commlab.result import RunResult
-from commlab.timeline import Span
-from commlab.trace import Call, TensorInfo
 
 # A reply larger than this is refused: a run's data is kilobytes, a forged reply could be huge.
 MAX_BYTES = 256 * 2**20
-
-_RECORDS = {cls.__name__: cls for cls in (Call, TensorInfo, Span)}
-_MARK = "__commlab_record__"
-_PLAIN = (str, int, float, bool, complex, bytes, type(None), torch.dtype, torch.device,
-          torch.Size)
 # Exceptions that may arrive by name (a launch refused before it started: bad arguments).
 _BUILTIN = {"ValueError", "TypeError", "RuntimeError", "TimeoutError", "NameError"}
 
@@ -41,39 +29,15 @@ class NotSendable(errors.CommlabError):
 
 # --- in the rank host -------------------------------------------------------------------------
 
-def _plain(value: Any, where: str) -> Any:
-    """``value`` as plain values, records spelled out; refuses anything else."""
-    if isinstance(value, torch.Tensor):
-        if type(value) not in (torch.Tensor, torch.nn.Parameter):
-            raise NotSendable(
-                f"{where} is a {type(value).__name__}, which cannot come back from the ranks to "
-                "the grader. Return a plain tensor (for a DTensor, .to_local() or "
-                ".full_tensor()).")
-        return value.detach().to("cpu")
-    if isinstance(value, _PLAIN):
-        return value
-    if isinstance(value, tuple(_RECORDS.values())):
-        fields = {f.name: _plain(getattr(value, f.name), where)
-                  for f in dataclasses.fields(value)}
-        return {_MARK: type(value).__name__, **fields}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = [_plain(v, where) for v in value]
-        return items if isinstance(value, list) else (
-            set(items) if isinstance(value, (set, frozenset)) else tuple(items))
-    if isinstance(value, dict):
-        return {_plain(k, where): _plain(v, where) for k, v in value.items()}
-    raise NotSendable(
-        f"{where} is a {type(value).__name__}, which cannot come back from the ranks to the "
-        "grader. Return tensors, numbers, strings, or lists, tuples and dicts of them.")
-
-
 def _result_data(result: RunResult) -> dict:
-    returns = [_plain(value, f"what rank {rank} returned")
-               for rank, value in enumerate(result.returns)]
-    return {"world_size": result.world_size, "backend": result.backend, "returns": returns,
+    return {"world_size": result.world_size, "backend": result.backend,
+            "returns": [plain.to_plain(value, f"what rank {rank} returned")
+                        for rank, value in enumerate(result.returns)],
             "stdout": list(result.stdout), "stderr": list(result.stderr),
-            "trace": _plain(result.trace, "the trace"),
-            "warnings": _plain(result.warnings, "the warnings")}
+            "trace": plain.to_plain(result.trace, "the trace"),
+            "warnings": plain.to_plain(result.warnings, "the warnings"),
+            "network": plain.to_plain(result.network, "the network's count"),
+            "groups": plain.to_plain(result.groups, "the trace")}
 
 
 def encode(outcome: RunResult | BaseException) -> bytes:
@@ -81,7 +45,7 @@ def encode(outcome: RunResult | BaseException) -> bytes:
     if isinstance(outcome, RunResult):
         try:
             data = {"kind": "result", "result": _result_data(outcome)}
-        except NotSendable as exc:
+        except plain.NotPlain as exc:
             data = {"kind": "error", "type": "NotSendable", "message": str(exc)}
     else:
         data = {"kind": "error", "type": type(outcome).__name__, "message": str(outcome)}
@@ -92,51 +56,27 @@ def encode(outcome: RunResult | BaseException) -> bytes:
         if isinstance(result, RunResult):
             try:
                 data["result"] = _result_data(result)
-            except NotSendable:
+            except plain.NotPlain:
                 data["result"] = _result_data(dataclasses.replace(
                     result, returns=[None] * result.world_size))
-    buffer = io.BytesIO()
-    torch.save(data, buffer)
-    return buffer.getvalue()
+    return plain.dumps(data, "the launch's result")
 
 
 # --- in the scoring kernel ----------------------------------------------------------------------
 
-def _rebuilt(value: Any) -> Any:
-    """Records rebuilt from their fields; plain values as they are."""
-    if isinstance(value, dict):
-        kind = value.get(_MARK)
-        if isinstance(kind, str) and kind in _RECORDS:
-            cls = _RECORDS[kind]
-            known = {f.name for f in dataclasses.fields(cls)}
-            fields = {k: _rebuilt(v) for k, v in value.items() if k in known}
-            return cls(**fields)
-        return {k: _rebuilt(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_rebuilt(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_rebuilt(v) for v in value)
-    if isinstance(value, set):
-        return {_rebuilt(v) for v in value}
-    return value
-
-
 def _result(data: dict) -> RunResult:
     return RunResult(int(data["world_size"]), str(data["backend"]),
-                     returns=_rebuilt(list(data["returns"])),
+                     returns=list(data["returns"]),
                      stdout=[str(s) for s in data["stdout"]],
                      stderr=[str(s) for s in data["stderr"]],
-                     trace=_rebuilt(list(data["trace"])),
-                     warnings=_rebuilt(list(data["warnings"])))
+                     trace=list(data["trace"]), warnings=list(data["warnings"]),
+                     network=data.get("network"), groups=list(data.get("groups") or []))
 
 
 def decode(blob: bytes) -> RunResult | BaseException:
     """What :func:`encode` wrote: a RunResult, or the exception to raise. Never runs code."""
-    if len(blob) > MAX_BYTES:
-        return errors.CommlabError(f"the ranks sent back {len(blob)} bytes, more than the "
-                                   f"{MAX_BYTES} a test's run may return")
     try:
-        data = torch.load(io.BytesIO(blob), weights_only=True)
+        data = plain.loads(blob, MAX_BYTES)
         return _result(data["result"]) if data["kind"] == "result" else _error(data)
     except Exception as exc:  # noqa: BLE001 - malformed data is the ranks' failure
         return errors.CommlabError(f"what the ranks sent back is not a run's result "
@@ -160,3 +100,4 @@ def _error(data: dict) -> BaseException:
     if kind in _BUILTIN:
         return getattr(builtins, kind)(message)
     return errors.CommlabError(message)
+

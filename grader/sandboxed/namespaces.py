@@ -4,15 +4,17 @@ its answers run inside them, nothing of the grader.
 Inside: no network but loopback (gloo needs it); empty folders in place of every top-level
 folder but the system's (so of the course, home folders, the temporary folder with other
 kernels, the course template and its gradebook, the submissions, OUT); the Python environment
-and commlab visible read-only at their own paths; the process's own folder writable; a /dev/shm
-of its own; a user namespace of its own, so that nothing inside can trace or signal a process
-outside. The namespace's first process is the sandboxed one: when it ends, Linux kills every
-process the student's code started, daemons included.
+and commlab visible at their own paths; every folder read-only but the process's own; a /dev
+with only null, zero, full, random and urandom in it (no terminal, no disk); a /dev/shm and
+SysV IPC of its own, gone with it; a user namespace of its own, so that nothing inside can trace
+or signal a process outside. The namespace's first process is the sandboxed one: when it ends,
+Linux kills every process the student's code started, daemons included, and the kernel frees
+every IPC object and file they made, so that the next submission starts from nothing.
 
 A :class:`Plan` says what the sandbox hides and shows. Two ways in use it: :func:`kernel_command`
-wraps a command (the student's kernel) in ``unshare``; :func:`enter` takes the calling process in
-(the rank host, forked from a warm process with torch loaded, so that no second torch import is
-paid per submission).
+runs a command (the student's kernel) through this module's ``python -m`` entry, which enters
+and executes it; :func:`enter` takes the calling process in (the rank host, forked from a warm
+process with torch loaded, so that no second torch import is paid per submission).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import ctypes
 import dataclasses
 import fcntl
 import importlib.util
+import json
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -31,8 +35,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-UNSHARE = ["unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
-           "--map-root-user"]
+UNSHARE = ["unshare", "--net", "--mount", "--ipc", "--pid", "--fork", "--kill-child",
+           "--mount-proc", "--map-root-user"]
 
 # Set in the course image (Dockerfile), whose grading runs with --no-sandbox in a container
 # started with the network off.
@@ -151,30 +155,46 @@ def _bound_back(plan: Plan) -> list[tuple[Path, bool]]:
     return [(plan.workdir, False)] + [(p, True) for p in plan.readable]
 
 
-# --- the way in for a command: unshare and a shell script --------------------------------------
+# --- the way in for a command: this module as a program --------------------------------------
 
 def kernel_command(plan: Plan, argv: list[str]) -> list[str]:
     """``argv`` (the student's kernel) inside the namespaces, started in the plan's workdir."""
-    opened = list(enumerate(_bound_back(plan), start=3))
-    # Each kept folder is opened before the covering mounts and bound back from its descriptor
-    # (mount -c: do not resolve /proc/self/fd/N by name, which would find the empty folder).
-    steps = ["set -e", "ip link set lo up"]
-    steps += [f"exec {fd}<{shlex.quote(str(p))}" for fd, (p, _) in opened]
-    steps += [f"mount -t tmpfs -o mode=755 tmpfs {shlex.quote(str(h))}" for h in plan.hidden]
-    if Path("/dev/shm").is_dir():  # shared memory of this kernel's ranks only
-        steps.append("mount -t tmpfs -o mode=1777 tmpfs /dev/shm")
-    steps += [f"mount --bind /dev/null {shlex.quote(str(f))}" for f in plan.covered_files]
-    for fd, (path, read_only) in opened:
-        target = shlex.quote(str(path))
-        steps += [f"mkdir -p {target}", f"mount -c --bind /proc/self/fd/{fd} {target}"]
-        if read_only:
-            steps.append(f"mount -c -o remount,bind,ro {target}")
-    steps += [f"exec {fd}<&-" for fd, _ in opened]
-    for link, target in plan.links:
-        steps += [f"mkdir -p {shlex.quote(str(link.parent))}",
-                  f"ln -sfn {shlex.quote(str(target))} {shlex.quote(str(link))}"]
-    steps += [f"cd {shlex.quote(str(plan.workdir))}", 'exec "$@"']
-    return [*dies_with_parent(), *UNSHARE, "sh", "-c", "\n".join(steps), "kernel", *argv]
+    from ..course import ROOT
+
+    data = json.dumps(plan_data(plan))
+    return [*dies_with_parent(), sys.executable, "-P", "-c",
+            f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+            "from grader.sandboxed import namespaces; namespaces.main(sys.argv[1:])",
+            data, "--", *argv]
+
+
+def plan_data(plan: Plan) -> dict:
+    """The plan as JSON-able data (for a process to enter it)."""
+    return {"hidden": [str(p) for p in plan.hidden], "readable": [str(p) for p in plan.readable],
+            "workdir": str(plan.workdir), "covered_files": [str(p) for p in plan.covered_files],
+            "links": [[str(a), str(b)] for a, b in plan.links]}
+
+
+def plan_from_data(data: dict | None) -> Plan | None:
+    if data is None:
+        return None
+    return Plan(tuple(map(Path, data["hidden"])), tuple(map(Path, data["readable"])),
+                Path(data["workdir"]), tuple(map(Path, data["covered_files"])),
+                tuple((Path(a), Path(b)) for a, b in data["links"]))
+
+
+def main(arguments: list[str]) -> None:
+    """``kernel_command``'s program: enter the plan given as JSON, then run the command after
+    ``--`` as the namespace's first process (its parent waits, and ends as it ends)."""
+    plan = plan_from_data(json.loads(arguments[0]))
+    argv = arguments[arguments.index("--") + 1:]
+    enter(plan)
+    child = os.fork()
+    if child:
+        _, status = os.waitpid(child, 0)
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    become_init()
+    os.execvp(argv[0], argv)
 
 
 def dies_with_parent() -> list[str]:
@@ -196,7 +216,8 @@ _PR_SET_PDEATHSIG = 1
 _libc = None
 
 
-def _call(name: str, *args) -> None:
+def call(name: str, *args) -> None:
+    """A libc call that raises OSError when it fails."""
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
@@ -209,10 +230,14 @@ def _bytes(text: object) -> bytes | None:
     return None if text is None else str(text).encode()
 
 
-def _mount(source: str | None, target: Path | str, fstype: str | None, flags: int,
-           data: str | None = None) -> None:
-    _call("mount", _bytes(source), _bytes(target), _bytes(fstype), ctypes.c_ulong(flags),
+def mount(source: str | None, target: Path | str, fstype: str | None, flags: int,
+          data: str | None = None) -> None:
+    call("mount", _bytes(source), _bytes(target), _bytes(fstype), ctypes.c_ulong(flags),
           _bytes(data))
+
+
+# Device files a process needs and that reach no hardware, terminal or other process.
+DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
 def enter(plan: Plan) -> None:
@@ -220,39 +245,94 @@ def enter(plan: Plan) -> None:
     ``plan`` says. The process must have one thread (a forked child). The pid namespace holds
     the process's *children*: fork once, and in the child call :func:`become_init`."""
     uid, gid = os.getuid(), os.getgid()
-    _call("unshare", _CLONE_NEWUSER)
+    call("unshare", _CLONE_NEWUSER)
     for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"),
                        ("gid_map", f"0 {gid} 1")):
         Path(f"/proc/self/{name}").write_text(text)
-    _call("unshare", _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWPID)
-    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    call("unshare", _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWPID)
+    mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     opened = [(os.open(p, os.O_PATH | os.O_DIRECTORY), p, ro) for p, ro in _bound_back(plan)]
-    for hidden in plan.hidden:
-        _mount("tmpfs", hidden, "tmpfs", 0, "mode=755")
-    if Path("/dev/shm").is_dir():
-        _mount("tmpfs", "/dev/shm", "tmpfs", 0, "mode=1777")
+    devices = {name: os.open(f"/dev/{name}", os.O_PATH) for name in DEVICES
+               if os.path.exists(f"/dev/{name}")}
     for covered in plan.covered_files:
-        _mount("/dev/null", covered, None, _MS_BIND)
+        mount("/dev/null", covered, None, _MS_BIND)
+    for hidden in plan.hidden:
+        mount("tmpfs", hidden, "tmpfs", 0, "mode=755")
+    _read_only_everywhere(plan)
+    _own_dev(devices)
     for fd, path, read_only in opened:
         path.mkdir(parents=True, exist_ok=True)
-        _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC)
-        if read_only:
-            locked = os.statvfs(path).f_flag
-            kept = sum(ms for st, ms in _KEPT_FLAGS if locked & st)
-            _mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | kept)
+        mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC)
+        # a bind takes its source's flags, read-only by now: set them, both ways
+        _remount(path, read_only)
         os.close(fd)
     for link, target in plan.links:
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(target)
+    for hidden in plan.hidden:  # the empty folders too (what is bound into them keeps its own)
+        _remount_read_only(hidden)
     _loopback_up()
     os.chdir(plan.workdir)
+
+
+def _remount(path: Path | str, read_only: bool) -> None:
+    """``path``'s mount read-only or writable, keeping the flags a user namespace may not
+    drop."""
+    locked = os.statvfs(path).f_flag
+    kept = sum(ms for st, ms in _KEPT_FLAGS if locked & st)
+    mount(None, path, None, _MS_BIND | _MS_REMOUNT | (_MS_RDONLY if read_only else 0) | kept)
+
+
+def _remount_read_only(path: Path | str) -> None:
+    _remount(path, True)
+
+
+def _mount_points() -> list[str]:
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        # mountinfo writes a space in a path as \\040 (octal); no codec: the standard library's
+        # own folder may be hidden at this point
+        points.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)),
+                             line.split()[4]))
+    return list(dict.fromkeys(points))
+
+
+def _read_only_everywhere(plan: Plan) -> None:
+    """Every mount this process sees read-only: the system's folders, ``/`` itself, ``/sys``
+    (run as root, the sandbox's root user is the machine's, and could write them otherwise)."""
+    skip = ("/proc", "/dev")
+    for point in _mount_points():
+        path = Path(point)
+        if point in skip or any(path.is_relative_to(s) for s in skip if s != "/"):
+            continue
+        if any(path.is_relative_to(h) for h in plan.hidden) or not path.is_dir():
+            continue
+        try:
+            _remount_read_only(point)
+        except OSError:
+            pass  # a mount this namespace may not change: one the kernel already locked
+
+
+def _own_dev(devices: dict[str, int]) -> None:
+    """A /dev of the sandbox's own (see :data:`DEVICES`), with /dev/shm and /dev/fd."""
+    mount("tmpfs", "/dev", "tmpfs", _MS_NOSUID | _MS_NOEXEC, "mode=755")
+    for name, fd in devices.items():
+        Path(f"/dev/{name}").touch()
+        mount(f"/proc/self/fd/{fd}", f"/dev/{name}", None, _MS_BIND)
+        os.close(fd)
+    Path("/dev/shm").mkdir()
+    mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"/dev/{name}")
+    _remount_read_only("/dev")
 
 
 def become_init() -> None:
     """In the first child after :func:`enter`: show this pid namespace's processes in /proc,
     and die with the parent (which the grader can kill)."""
-    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    _call("prctl", _PR_SET_PDEATHSIG, 9, 0, 0, 0)
+    mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    call("prctl", _PR_SET_PDEATHSIG, 9, 0, 0, 0)
 
 
 def _loopback_up() -> None:

@@ -1,17 +1,25 @@
-"""The rank host: where a submission's tests start their ranks, inside the namespaces.
+"""The rank host: where a submission's tests start their ranks, inside the sandbox.
 
 The scoring kernel decides the score and never runs student code; the ranks of its test cells
 run the student's answers, so they start here instead, in a process of their own that the
 scoring kernel's forkserver forks (torch is already imported, so it costs no second import) and
 that then enters the sandbox (:func:`grader.sandboxed.namespaces.enter`). It takes launch
-requests on a pipe, starts each launch's ranks by forking itself, and answers with what they did,
-as data
-(:mod:`grader.wire`). After each launch it kills whatever the ranks left running, so that every
-test starts from nothing.
+requests on a pipe and starts each launch's ranks by forking itself. Every rank seals itself
+before anything of the submission runs (:mod:`grader.sandboxed.seal`): from then on it can reach
+the other ranks only over the network, and neither this process nor the kernel's counters.
 
-Code in a rank can do anything a process can do inside the sandbox, this host included: it can
-make the host answer something else. The scoring kernel reads the answer as data only, and
-judges it with the instructor's checks.
+For each launch the host:
+
+1. forks the ranks, then asks the scoring kernel for their private inputs (fresh random values,
+   one per rank) and hands each rank its own: the inputs were never in this process when it
+   forked, so no rank holds another's;
+2. counts, at each barrier the ranks pass, what crossed the network (:mod:`.network`);
+3. reads each rank's report as data (:mod:`commlab.plain`), never as code, and kills whatever
+   the ranks left running before the next launch;
+4. answers with the run's result and the network's count, as data (:mod:`grader.wire`).
+
+No code of the submission runs in this process, and the ranks cannot reach it: what it answers
+is what the kernel and the ranks' plain reports said.
 """
 
 from __future__ import annotations
@@ -29,10 +37,17 @@ import psutil
 from commlab import launch, processes
 
 from .. import wire
-from . import define, namespaces  # noqa: F401 - imported before the sandbox hides them
+from . import define, namespaces, network, replay, seal  # noqa: F401 - before the sandbox
 
 READY = b"ready"
-_PR_SET_CHILD_SUBREAPER = 36
+# The store-based barrier at the end of init_process_group and new_group has every rank that
+# sees the others arrived set a key, so how much a group's start sends to the store depends on
+# which ranks arrive last. The launcher's own barriers (commlab.control) already hold every rank
+# until all have started: without it, the same calls send the same bytes, and the network's
+# count can be checked to within a few bytes (grader/trusted/evidence.py).
+RANK_ENVIRON = {"TORCH_DIST_INIT_BARRIER": "0"}
+PRIVATE_PLEASE = b"private?"
+_PR_SET_CHILD_SUBREAPER, _PR_SET_DUMPABLE = 36, 4
 
 
 def serve(connection: Any, plan: namespaces.Plan | None) -> None:
@@ -53,12 +68,14 @@ def serve(connection: Any, plan: namespaces.Plan | None) -> None:
                 namespaces.become_init()
             else:  # processes the ranks leave behind become ours, so that we can stop them
                 ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            # no process of this user may read this one's memory (the ranks could not anyway)
+            ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
             _settle(plan)
         except BaseException as exc:  # noqa: BLE001 - the kernel says why the host never came
             connection.send_bytes(wire.encode(exc))
             return
         connection.send_bytes(READY)
-        _answer(connection)
+        _answer(connection, sealed=plan is not None)
     finally:
         os._exit(0)
 
@@ -75,18 +92,35 @@ def _settle(plan: namespaces.Plan | None) -> None:
         del os.environ[name]
 
 
-def _answer(connection: Any) -> None:
+def _answer(connection: Any, sealed: bool) -> None:
     while True:
         try:
             payload, world_size, options = pickle.loads(connection.recv_bytes())
         except (EOFError, OSError):
             return
+        observer = network.Observer()
+        grading = launch.Grading(seal=seal.seal_rank if sealed else None, observer=observer,
+                                 environ=RANK_ENVIRON)
+        if options.pop("private", False):
+            options["private"] = lambda: _private_inputs(connection)
         try:
-            outcome: Any = launch.run_pickled(payload, world_size, **options)
+            outcome: Any = launch.run_pickled(payload, world_size, grading=grading, **options)
         except BaseException as exc:  # noqa: BLE001 - every failure goes back as data
             outcome = exc
+            result = getattr(exc, "result", None)
+            if result is not None and result.network is None:
+                result.network = observer.windows()
         _stop_leftovers()
         connection.send_bytes(wire.encode(outcome))
+
+
+def _private_inputs(connection: Any) -> list[bytes]:
+    """The ranks' private inputs, asked of the scoring kernel once the ranks are forked."""
+    connection.send_bytes(PRIVATE_PLEASE)
+    inputs = pickle.loads(connection.recv_bytes())
+    if not (isinstance(inputs, list) and all(isinstance(i, bytes) for i in inputs)):
+        raise ValueError("the scoring kernel sent no private inputs")
+    return inputs
 
 
 def every_rank_answers(rank: int, world_size: int) -> int:

@@ -18,14 +18,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from commlab import launch, processes
+from commlab import checks, launch, processes
 from commlab.errors import CollectiveTimeout, CommlabError
 from commlab.result import RunResult
 from commlab.watch import STARTUP_LIMIT
 
 from .. import wire
 from ..sandboxed import namespaces, rankhost
-from . import stand_ins
+from . import evidence, stand_ins
 
 # What the forkserver imports once, so that each rank host, and every rank it forks, starts with
 # it loaded: what commlab's ranks preload, and the host's own modules.
@@ -64,19 +64,31 @@ class RankHost:
             failure = wire.decode(reply)
             raise CommlabError(f"The sandbox for the ranks could not be set up: {failure}")
 
-    def launch(self, payload: bytes, world_size: int, **options: Any) -> RunResult:
-        """``commlab.run`` of this kernel, done by the host (see commlab.launch)."""
+    def launch(self, payload: bytes, world_size: int, *, private: list[bytes] | None = None,
+               **options: Any) -> RunResult:
+        """``commlab.run`` of this kernel, done by the host (see commlab.launch). The ranks'
+        private inputs go to the host only once it has forked the ranks, when it asks."""
         if self.process is None:
             self.start()
+        limit = options["timeout"] + STARTUP_LIMIT + REPLY_GRACE
         try:
-            self.connection.send_bytes(pickle.dumps((payload, world_size, options)))
-            reply = self._reply(options["timeout"] + STARTUP_LIMIT + REPLY_GRACE, "answer")
+            self.connection.send_bytes(pickle.dumps(
+                (payload, world_size, {**options, "private": private is not None})))
+            reply = self._reply(limit, "answer")
+            if reply == rankhost.PRIVATE_PLEASE and private is not None:
+                self.connection.send_bytes(pickle.dumps(list(private)))
+                reply = self._reply(limit, "answer")
         except BaseException:
             self.stop()  # interrupted, or the host is gone: the next launch gets a new one
             raise
         outcome = wire.decode(reply)
         if isinstance(outcome, BaseException):
             raise outcome
+        if outcome.world_size != world_size or any(
+                len(part) != world_size for part in (outcome.returns, outcome.stdout,
+                                                     outcome.stderr, outcome.trace)):
+            raise CommlabError(f"The ranks' host answered for {outcome.world_size} ranks, not "
+                               f"the {world_size} it was asked to start.")
         return outcome
 
     def _reply(self, seconds: float, what: str) -> bytes:
@@ -103,14 +115,13 @@ class RankHost:
 
 _book: stand_ins.Book | None = None
 _host: RankHost | None = None
+# checks every test case's result against the network's count; its replays are kept for the
+# next submissions, whose correct answers make the same calls
+_evidence = evidence.Evidence()
 
 
 def _plan(data: dict | None) -> namespaces.Plan | None:
-    if data is None:
-        return None
-    return namespaces.Plan(tuple(map(Path, data["hidden"])), tuple(map(Path, data["readable"])),
-                        Path(data["workdir"]), tuple(map(Path, data["covered_files"])),
-                        tuple((Path(a), Path(b)) for a, b in data["links"]))
+    return namespaces.plan_from_data(data)
 
 
 def warm_up(plan: dict | None) -> None:
@@ -145,9 +156,11 @@ def begin(submission: str) -> None:
     global _book, _host
     _forget_previous_submission()
     data = json.loads(Path(submission).read_text())
-    _book = stand_ins.Book([tuple(a) for a in data["answers"]], data["imports"])
+    _book = stand_ins.Book([tuple(a) for a in data["answers"]], data["imports"],
+                           set(data.get("shared", [])))
     _host = RankHost(_plan(data["plan"]))
     launch.launch_elsewhere(_host.launch)
+    checks.VERIFY = _evidence
     from IPython import get_ipython
 
     shell = get_ipython()
@@ -166,6 +179,7 @@ def end() -> None:
     """Stop the submission's rank host; forget its answers."""
     global _book, _host
     launch.launch_elsewhere(None)
+    checks.VERIFY = None
     if _host is not None:
         _host.stop()
     from IPython import get_ipython

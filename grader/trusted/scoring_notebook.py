@@ -28,7 +28,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.utils import is_grade, is_solution
 
-from commlab.cells import defined_names, definitions, imports
+from commlab.cells import bound_names, defined_names, definitions, imports, provided_names
 
 from .. import course
 from ..sandboxed import namespaces
@@ -51,19 +51,29 @@ def _grade_id(cell) -> str:
     return cell.metadata["nbgrader"]["grade_id"]
 
 
-def submission_data(submitted, plan: namespaces.Plan | None) -> dict:
+def submission_data(submitted, plan: namespaces.Plan | None, chapter: str | None = None) -> dict:
     """What the scoring kernel takes of a submission: the student's answer cells (grade id,
-    source), the import lines of their other cells, the rank host's namespaces. Text only."""
+    source), the import lines of their other cells, the rank host's namespaces, and the names
+    of the chapter's own definitions an answer may use. Text only."""
     answers = [(_grade_id(c), c.source) for c in submitted.cells if is_answer(c)]
     lines = [line for c in submitted.cells if c.cell_type == "code" and not is_test(c)
              and not is_answer(c) for line in imports(c.source)]
     return {"answers": answers, "imports": list(dict.fromkeys(lines)),
-            "plan": None if plan is None else {
-                "hidden": [str(p) for p in plan.hidden],
-                "readable": [str(p) for p in plan.readable],
-                "workdir": str(plan.workdir),
-                "covered_files": [str(p) for p in plan.covered_files],
-                "links": [[str(a), str(b)] for a, b in plan.links]}}
+            "plan": None if plan is None else namespaces.plan_data(plan),
+            "shared": sorted(shared_names(chapter)) if chapter else []}
+
+
+def shared_names(chapter: str) -> set[str]:
+    """What the chapter's own cells give the answers (neither answer nor test cells: their
+    imports, ``def``s, ``class``es and call-free assignments), and the answer cells' imports."""
+    source = nbformat.read(course.SOLUTIONS / chapter / f"{chapter}.ipynb", as_version=4)
+    names: set[str] = set()
+    for cell in source.cells:
+        if cell.cell_type != "code" or is_test(cell):
+            continue
+        names |= bound_names("\n".join(imports(cell.source))) if is_answer(cell) \
+            else provided_names(cell.source)
+    return names
 
 
 def scoring_notebook(chapter: str, submission_file: Path):
@@ -113,7 +123,7 @@ async def score(chapter: str, submitted, kernel, config, limit: float, folder: P
         plan.workdir.mkdir(parents=True, exist_ok=True)
         copy_font_list(plan.workdir)  # the ranks' MPLCONFIGDIR
     data = folder / "submission.json"
-    data.write_text(json.dumps(submission_data(submitted, plan)))
+    data.write_text(json.dumps(submission_data(submitted, plan, chapter)))
     notebook = scoring_notebook(chapter, data)
     done = await run_in(notebook, kernel, config, limit,
                         phase=lambda cell: "tests" if is_test(cell) else "scoring set-up")

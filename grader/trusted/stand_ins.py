@@ -23,6 +23,8 @@ from typing import Any
 
 import cloudpickle
 
+from commlab.cells import free_names
+
 from ..sandboxed.define import Answers, _Module, call_answer, defined
 
 # Names of the kernel's namespace the ranks never need: IPython's own, and the stand-ins
@@ -31,10 +33,17 @@ _NOT_SENT = {"In", "Out", "get_ipython", "exit", "quit"}
 
 
 class Book:
-    """The scoring kernel's copy of one submission's answers (see the module docstring)."""
+    """The scoring kernel's copy of one submission's answers (see the module docstring).
 
-    def __init__(self, answers: list[tuple[str, str]], imports: list[str]):
+    ``shared``: the names the chapter's own cells define (neither answers nor tests), the only
+    names of this kernel an answer may be given.
+    """
+
+    def __init__(self, answers: list[tuple[str, str]], imports: list[str],
+                 shared: set[str] | None = None):
         self.answers, self.imports = answers, imports
+        used = set().union(*(free_names(source) for _, source in answers)) if answers else set()
+        self.given = used & set(shared or ())
         self._bundle: Answers | None = None
 
     def forget_bundle(self, *_: Any) -> None:
@@ -43,7 +52,8 @@ class Book:
 
     def bundle(self) -> Answers:
         if self._bundle is None:
-            self._bundle = Answers(uuid.uuid4().hex, self.answers, self.imports, _seed())
+            self._bundle = Answers(uuid.uuid4().hex, self.answers, self.imports,
+                                   _seed(self.given))
         return self._bundle
 
 
@@ -55,15 +65,18 @@ class _InSeed(Exception):
 _building_seed = False
 
 
-def _seed() -> bytes:
-    """The kernel's definitions an answer may refer to, each sent if it can be."""
+def _seed(given: set[str]) -> bytes:
+    """The chapter's definitions the answers refer to, each sent if it can be: never a name a
+    test cell made (its checks, its cases, a hidden test's values), which an answer could call
+    to learn what the test expects."""
     global _building_seed
     namespace = vars(sys.modules["__main__"])
     sendable = {}
     _building_seed = True
     try:
         for name, value in list(namespace.items()):
-            if name.startswith("_") or name in _NOT_SENT or isinstance(value, Answer):
+            if (name not in given or name.startswith("_") or name in _NOT_SENT
+                    or isinstance(value, Answer)):
                 continue
             if isinstance(value, types.ModuleType):  # imported in the rank when first used
                 sendable[name] = _Module(value.__name__)

@@ -24,19 +24,22 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
+import hmac
 import itertools
 import linecache
 import math
 import os
 import re
+import secrets
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from datetime import timedelta
 from typing import Any
 
 import torch
 
+from . import control
 from . import trace as tracing
 from .errors import CollectiveTimeout, CommlabError
 from .launch import run as _run
@@ -105,6 +108,10 @@ class CaseResult(RunResult):
     launch. ``context`` names the case; every ``expect_*`` check puts it in its messages."""
 
     context: dict[str, Any] = dataclasses.field(default_factory=dict)
+    key: bytes = dataclasses.field(default=b"", repr=False)  # its launch's private inputs
+    # a grader's count of the launch's network outside any case (before the first, after the
+    # last): nothing may cross there
+    outside: Any = dataclasses.field(default=None, repr=False)
 
 
 def _words(world_size: int | None, context: dict[str, Any]) -> str:
@@ -149,25 +156,48 @@ def run_cases(fn: Callable[..., Any], cases: Iterable[Case], *,
     results: dict[int, CaseResult] = {}
     for world_size, numbers in by_size.items():
         batch = [(n, cases[n].args, cases[n].context) for n in numbers]
+        key = secrets.token_bytes(32)  # fresh private inputs for every launch
         try:
             launch = _run(_run_batch, world_size, args=(fn, batch), timeout=timeout,
-                          init_process_group=init_process_group, backend=backend)
+                          init_process_group=init_process_group, backend=backend,
+                          _private=[_rank_key(key, r) for r in range(world_size)])
         except CommlabError as err:
             number = _failed_case(err, numbers)
             raise CheckFailed(_hide_hidden_lines(
                 _failure_words(cases[number], number, err))) from None
-        results.update(_split(launch, cases))
+        split = _split(launch, cases, numbers, key)
+        if VERIFY is not None:
+            for number in numbers:
+                _verified(split[number], cases[number])
+        results.update(split)
     return [results[n] for n in range(len(cases))]
+
+
+# Set by a grader in the kernel that decides the score: called with each case's result, it
+# checks what the ranks report against what the machine itself counted (their traffic on the
+# network), and raises AssertionError when they disagree.
+VERIFY: Callable[[CaseResult], None] | None = None
+
+
+def _verified(result: CaseResult, case: Case) -> None:
+    try:
+        VERIFY(result)
+    except AssertionError as err:
+        raise CheckFailed(_hide_hidden_lines(f"In the case ({case.label}): {err}")) from None
 
 
 def run(fn: Callable[..., Any], world_size: int, *, args: tuple = (),
         timeout: float = GRADING_TIMEOUT, init_process_group: bool = True,
         backend: str = "gloo", **context: Any) -> CaseResult:
     """``commlab.run`` for one test case: a rank that raises, dies or hangs fails the test with
-    the world size and ``context`` in the message; ``fn`` gets ``args`` only."""
-    return run_cases(lambda rank, world_size, *a, **_: fn(rank, world_size, *a),
-                     [Case(world_size, args=args, **context)], timeout=timeout,
-                     init_process_group=init_process_group, backend=backend)[0]
+    the world size and ``context`` in the message; ``fn`` gets ``args`` only. The private
+    inputs it returns with (:func:`private_tensor`) are those of the rank functions' calls."""
+    global _key
+    result = run_cases(lambda rank, world_size, *a, **_: fn(rank, world_size, *a),
+                       [Case(world_size, args=args, **context)], timeout=timeout,
+                       init_process_group=init_process_group, backend=backend)[0]
+    _key = result.key
+    return result
 
 
 # Written into a rank's stdout before each case: the launcher keeps what ranks print, even from
@@ -178,51 +208,27 @@ _MARK = re.compile(r"\x1fcase (\d+)\x1f")
 def _run_batch(rank: int, world_size: int, fn: Callable[..., Any],
                batch: list[tuple[int, tuple, dict[str, Any]]]) -> list[tuple[int, Any, int, int]]:
     """On a rank: run the cases one after another; each case's value, and where its calls are
-    in the rank's trace."""
+    in the rank's trace.
+
+    Every rank starts a case once every rank finished the one before, through the launcher
+    (:mod:`commlab.control`) rather than a collective: then a collective one rank skips in a
+    case can never meet another rank's collective of the next case, and a hang stays in the case
+    that caused it. A grader counts the network between these barriers, case by case.
+    """
     recorder = tracing.current()
-    store = _case_store(world_size)
     done = []
-    for position, (number, args, context) in enumerate(batch):
+    for number, args, context in batch:
         sys.stdout.write(f"\x1fcase {number}\x1f")
         sys.stdout.flush()
-        if position and store is not None:
-            _wait_for_every_rank(store, number, world_size)
+        control.barrier(f"{control.WINDOW}case {number}")
         if recorder is not None:
             recorder.restart_numbering()
+            recorder.case = number
         first = len(recorder.calls) if recorder is not None else 0
         value = _copied(fn(rank, world_size, *args, **context))
         done.append((number, value, first, len(recorder.calls) if recorder is not None else 0))
+    control.barrier(f"{control.WINDOW}cases done")
     return done
-
-
-# This process's client of the launch's rendezvous store, made once. A new client names the
-# store with a DNS lookup that can take a second (see commlab.rendezvous): the process group's
-# own client is used when there is one, and no client is made twice.
-_stores: dict[tuple[str, str], Any] = {}
-
-
-def _case_store(world_size: int) -> Any:
-    """This process's client of the launch's rendezvous store (None outside a launch)."""
-    import torch.distributed as dist
-
-    if world_size == 1 or "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
-        return None
-    if dist.is_initialized():
-        return dist.distributed_c10d._get_default_store()
-    where = (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"])
-    if where not in _stores:
-        _stores[where] = dist.TCPStore(where[0], int(where[1]), is_master=False,
-                                       timeout=timedelta(hours=1), wait_for_workers=False)
-    return _stores[where]
-
-
-def _wait_for_every_rank(store: Any, number: int, world_size: int) -> None:
-    """Start case ``number`` once every rank finished the one before, through the store rather
-    than a collective: then a collective one rank skips in a case can never meet another rank's
-    collective of the next case, and a hang stays in the case that caused it."""
-    if store.add(f"commlab-checks/arrived/{number}", 1) == world_size:
-        store.set(f"commlab-checks/start/{number}", b"1")
-    store.wait([f"commlab-checks/start/{number}"])
 
 
 def _copied(value: Any) -> Any:
@@ -236,20 +242,64 @@ def _copied(value: Any) -> Any:
     return value
 
 
-def _split(launch: RunResult, cases: list[Case]) -> dict[int, CaseResult]:
-    """One launch's result cut into its cases'."""
-    per_case: dict[int, dict[str, list]] = {}
+def _split(launch: RunResult, cases: list[Case], numbers: list[int],
+           key: bytes) -> dict[int, CaseResult]:
+    """One launch's result cut into its cases'. A rank's reply that does not hold exactly the
+    cases it was given, in order, fails the test (it is the rank's word, not the run's)."""
+    if launch.world_size != cases[numbers[0]].world_size:
+        raise CheckFailed(f"The run came back with {launch.world_size} ranks, not the "
+                          f"{cases[numbers[0]].world_size} it was started with.")
+    per_case: dict[int, dict[str, list]] = {n: {"returns": [], "stdout": [], "trace": [],
+                                                "groups": []} for n in numbers}
     for rank in range(launch.world_size):
         outputs = _outputs_by_case(launch.stdout[rank])
-        for number, value, first, last in launch.returns[rank]:
-            parts = per_case.setdefault(number, {"returns": [], "stdout": [], "trace": []})
+        reply, calls = launch.returns[rank], launch.trace[rank]
+        if not _well_formed(reply, numbers, len(calls)):
+            raise CheckFailed(f"Rank {rank}'s reply does not hold the {len(numbers)} test "
+                              "case(s) it was given, each once and in order: its code changed "
+                              "what the test sends back.")
+        for number, value, first, last in reply:
+            parts = per_case[number]
             parts["returns"].append(value)
             parts["stdout"].append(outputs.get(number, ""))
-            parts["trace"].append(_renumbered(launch.trace[rank][first:last]))
+            parts["trace"].append(_renumbered(calls[first:last]))
+            made = launch.groups[rank] if rank < len(launch.groups) else []
+            parts["groups"].append([dataclasses.replace(g, seq=g.seq - first) for g in made
+                                    if g.case == number])
+    network = _windows_by_case(launch.network, numbers)
     return {number: CaseResult(launch.world_size, launch.backend, parts["returns"],
                                parts["stdout"], list(launch.stderr), parts["trace"],
-                               list(launch.warnings), context=cases[number].context)
+                               list(launch.warnings), network=network.get(number),
+                               groups=parts["groups"], context=cases[number].context, key=key,
+                               outside=network.get(None))
             for number, parts in per_case.items()}
+
+
+def _well_formed(reply: Any, numbers: list[int], calls: int) -> bool:
+    if not isinstance(reply, list) or len(reply) != len(numbers):
+        return False
+    bound = 0
+    for number, entry in zip(numbers, reply):
+        if not (isinstance(entry, tuple) and len(entry) == 4 and entry[0] == number):
+            return False
+        first, last = entry[2], entry[3]
+        if not (type(first) is int and type(last) is int and bound <= first <= last <= calls):
+            return False
+        bound = last
+    return True
+
+
+def _windows_by_case(windows: Any, numbers: list[int]) -> dict[Any, list[dict]]:
+    """The grader's count of the network: each case's windows (from its barrier to the next),
+    and under None those before the first case and after the last."""
+    if windows is None:
+        return {}
+    found: dict[Any, list[dict]] = {}
+    for window in windows:
+        opened = str(window["tags"][0]).removeprefix(control.WINDOW)
+        current = int(opened.split()[1]) if opened.startswith("case ") else None
+        found.setdefault(current, []).append(window)
+    return {n: found.get(n, []) for n in [*numbers, None]}
 
 
 def _outputs_by_case(stdout: str) -> dict[int, str]:
@@ -327,6 +377,8 @@ def _names(case: Case, text: str) -> bool:
 
 def _check_case(check: Callable[..., Any], result: CaseResult, case: Case) -> None:
     """Run the cell's check on one case; any failure in it names the case."""
+    global _key
+    _key = result.key
     try:
         check(result, *case.args, **case.context)
     except AssertionError as err:
@@ -365,23 +417,15 @@ def late_rank(op: str, count: int, *, timeout: float = 3.0) -> Iterator[None]:
 
     use = next(_late_rank_uses)
     recorder = tracing.current()
-    world_size = dist.get_world_size() if dist.is_initialized() else 1
-    store = _case_store(world_size) if recorder is not None else None
-    if store is None:
+    if recorder is None or not control.in_rank() or not dist.is_initialized():
         yield
         return
-    rank, last = dist.get_rank(), world_size - 1
-    prefix = f"commlab-checks/late/{use}/"
+    rank, last = dist.get_rank(), dist.get_world_size() - 1
     # first every rank gets here: a rank slow to start the case must not count against the answer
-    if store.add(prefix + "arrived", 1) == world_size:
-        store.set(prefix + "all-arrived", b"1")
-    store.wait([prefix + "all-arrived"])
-    keys = [f"{prefix}started/{r}" for r in range(last)]
+    control.barrier(f"late {use} entered")
+    started = f"late {use} started"
     if rank == last:
-        try:
-            store.wait(keys, timedelta(seconds=timeout))
-        except RuntimeError:  # a rank waited before starting all its calls: go on, and tell
-            pass
+        control.barrier(started, timeout)
         yield
         return
     names, first, done = set(names_of(op)), len(recorder.calls), threading.Event()
@@ -391,7 +435,7 @@ def late_rank(op: str, count: int, *, timeout: float = 3.0) -> Iterator[None]:
             # a call's start time is taken after it is listed: count the calls that have one
             if sum(call.op in names and call.started > 0
                    for call in recorder.calls[first:]) >= count:
-                store.set(keys[rank], b"1")
+                control.arrive(started)
                 return
             done.wait(0.001)
 
@@ -452,6 +496,67 @@ def rank_tensor(rank: int, shape: tuple[int, ...] = (4,), dtype: torch.dtype = t
     if dtype.is_complex:
         return torch.complex(values, -values).to(dtype)
     return values.to(dtype)
+
+
+# --- private inputs -------------------------------------------------------------------------------
+
+# Every launch of run_cases draws a fresh key; each rank is sent only its own rank's key, derived
+# from it (commlab.worker.PRIVATE). A case function makes its rank's inputs from that key, and
+# the check makes every rank's from the launch's key: the right result on a rank then shows that
+# the other ranks' data reached it, since it could not have made them itself.
+_key: bytes | None = None  # in the notebook: the key of the launch whose case is being checked
+
+
+def _rank_key(key: bytes, rank: int) -> bytes:
+    return hmac.new(key, f"rank {rank}".encode(), hashlib.sha256).digest()
+
+
+def _key_of(rank: int) -> bytes:
+    from . import worker
+
+    if worker.PRIVATE is not None:  # in a rank: its own inputs only
+        own = int(os.environ.get("RANK", "-1"))
+        if rank != own:
+            raise CheckFailed(
+                f"On rank {own}, checks.private_tensor/private_seed was asked for rank {rank}'s "
+                "input. A rank can make only its own: what the other ranks hold has to reach "
+                "it through torch.distributed.")
+        return worker.PRIVATE
+    if _key is None:
+        raise RuntimeError("checks.private_tensor and private_seed give a rank's inputs inside "
+                           "a test case (in its case function, or in the check of its result)")
+    return _rank_key(_key, rank)
+
+
+def private_seed(rank: int, *salt: Any) -> int:
+    """A seed for ``torch.manual_seed`` or a ``torch.Generator`` that only ``rank`` knows (and
+    the check): different on every test run, and for every ``salt`` (any values that tell this
+    input from the rank's others, e.g. ``"model"``)."""
+    digest = hmac.new(_key_of(rank), repr(salt).encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
+
+
+def private_generator(rank: int, *salt: Any) -> torch.Generator:
+    """A ``torch.Generator`` seeded with :func:`private_seed`."""
+    return torch.Generator().manual_seed(private_seed(rank, *salt))
+
+
+def private_tensor(rank: int, shape: tuple[int, ...] = (4,), dtype: torch.dtype = torch.float32,
+                   *salt: Any) -> torch.Tensor:
+    """A tensor only ``rank`` can make (in a case function) and the check can make for any rank:
+    whole numbers from 1 to 99 with random signs (exact sums and products), different on every
+    test run. Complex dtypes get random imaginary parts as well."""
+    generator = private_generator(rank, tuple(shape), str(dtype), *salt)
+    count = math.prod(shape)
+
+    def draw() -> torch.Tensor:
+        sizes = torch.randint(1, 100, (count,), generator=generator, dtype=torch.int64)
+        signs = torch.randint(0, 2, (count,), generator=generator, dtype=torch.int64) * 2 - 1
+        return (sizes * signs).to(torch.float64).reshape(shape)
+
+    if dtype.is_complex:
+        return torch.complex(draw(), draw()).to(dtype)
+    return draw().to(dtype)
 
 
 def same(got: Any, expected: Any) -> bool:

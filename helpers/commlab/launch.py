@@ -11,6 +11,7 @@ rank that raises or dies, a hang past ``timeout``, or the stop button.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import socket
@@ -20,12 +21,35 @@ from typing import Any
 
 import cloudpickle
 
-from . import explain, processes, rendezvous, torchrun
+from . import control, explain, processes, rendezvous, torchrun, worker
 from .backend import choose_backend, group_backend
 from .errors import CommlabError
 from .result import RunResult
 from .watch import STARTUP_LIMIT, Watch, all_done
 from .worker import LaunchSpec
+
+# Private inputs: one bytes object per rank, or a function that gives them once the ranks are
+# started (so that the process that forks the ranks holds none of them when it forks).
+Private = list[bytes] | Callable[[], list[bytes]] | None
+
+
+@dataclasses.dataclass
+class Grading:
+    """What a grader adds to a launch, in the process that forks the ranks (its rank host).
+
+    seal: called first thing in each rank, ``seal(rank, board_entry, fds_to_keep)``
+        (:data:`commlab.worker.BEFORE_RANK`); the ranks are forked from this process.
+    observer: told when the ranks have started (``started(ranks, store_port)``), at each barrier
+        they pass (``barrier(tag)``) and once every rank reported (``reported()``); its
+        ``windows()`` become the result's ``network``.
+    environ: variables the ranks get on top of everything else.
+    The ranks then report as plain data (:mod:`commlab.plain`) and pass a barrier once their
+    group is up, before the function is unpickled.
+    """
+
+    seal: Callable[..., None] | None = None
+    observer: Any = None
+    environ: dict[str, str] = dataclasses.field(default_factory=dict)
 
 DEFAULT_TIMEOUT = 10.0
 # gloo must never give up before the launcher does: the launcher's message is better.
@@ -35,7 +59,7 @@ _GROUP_GRACE = 60.0
 def run(fn: Callable[..., Any], world_size: int = 4, *, args: tuple = (),
         backend: str = "auto", timeout: float = DEFAULT_TIMEOUT,
         init_process_group: bool = True, debug: bool = False,
-        trace_values: bool = True) -> RunResult:
+        trace_values: bool = True, _private: list[bytes] | None = None) -> RunResult:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` ranks and bring back what they did.
 
     Args:
@@ -56,6 +80,8 @@ def run(fn: Callable[..., Any], world_size: int = 4, *, args: tuple = (),
             mismatched collectives into immediate errors that name the mismatch (slower).
         trace_values: copy small tensors before and after each call into the trace, for
             pictures and checks.
+        _private: for commlab.checks: one private input per rank, each sent to its rank only
+            (``commlab.worker.PRIVATE`` there).
 
     Returns:
         A :class:`RunResult`; in a notebook it shows each rank's output under its label.
@@ -80,10 +106,10 @@ def run(fn: Callable[..., Any], world_size: int = 4, *, args: tuple = (),
     if _elsewhere is not None:
         return _elsewhere(payload, world_size, backend=backend, timeout=timeout,
                           init_process_group=init_process_group, debug=debug,
-                          trace_values=trace_values)
+                          trace_values=trace_values, private=_private)
     return run_pickled(payload, world_size, backend=backend, timeout=timeout,
                        init_process_group=init_process_group, debug=debug,
-                       trace_values=trace_values)
+                       trace_values=trace_values, private=_private)
 
 
 # A grader runs the ranks of its test cells in a sandbox of their own, away from the kernel that
@@ -101,7 +127,8 @@ def launch_elsewhere(launcher: Callable[..., RunResult] | None) -> None:
 
 def run_pickled(payload: bytes, world_size: int, *, backend: str = "auto",
                 timeout: float = DEFAULT_TIMEOUT, init_process_group: bool = True,
-                debug: bool = False, trace_values: bool = True) -> RunResult:
+                debug: bool = False, trace_values: bool = True, private: Private = None,
+                grading: Grading | None = None) -> RunResult:
     """:func:`run` for a function already pickled with cloudpickle as ``(fn, args)``: this
     process never unpickles it, only the ranks do."""
     chosen = choose_backend(backend, world_size)
@@ -112,9 +139,11 @@ def run_pickled(payload: bytes, world_size: int, *, backend: str = "auto",
             group_backend=group_backend(chosen, world_size),
             init_process_group=init_process_group, trace_values=trace_values,
             pg_timeout=timeout + _GROUP_GRACE,
-            environ={**os.environ, **_rank_environ(world_size, store.port, debug)},
-            sys_path=list(sys.path), cwd=os.getcwd())
-        return _start_watch_stop_explain(spec, timeout)
+            environ={**os.environ, **_rank_environ(world_size, store.port, debug),
+                     **(grading.environ if grading is not None else {})},
+            sys_path=list(sys.path), cwd=os.getcwd(), private=private is not None,
+            data_reports=grading is not None, windows=grading is not None)
+        return _start_watch_stop_explain(spec, timeout, private, grading, store.port)
     finally:
         del store  # closes the port
 
@@ -194,13 +223,21 @@ def _loopback_interface() -> str | None:
     return next((n for n in ("lo", "lo0") if n in names), None)
 
 
-def _start_watch_stop_explain(spec: LaunchSpec, timeout: float) -> RunResult:
+def _start_watch_stop_explain(spec: LaunchSpec, timeout: float, private: Private,
+                              grading: Grading | None, store_port: int) -> RunResult:
     ranks = [processes.RankProcess(r) for r in range(spec.world_size)]
+    observer = grading.observer if grading is not None else None
     board = None
     timed_out = False
     try:
-        board = processes.start(spec, ranks)
-        timed_out = Watch(ranks, board, timeout).wait()
+        board = _start(spec, ranks, grading)
+        if observer is not None:
+            observer.started(ranks, store_port)
+        _send_private(ranks, private)
+        barriers = control.Barriers(observer.barrier if observer is not None else None)
+        timed_out = Watch(ranks, board, timeout, barriers, spec.data_reports).wait()
+        if observer is not None and all(rank.over for rank in ranks):
+            observer.reported()
         if all_done(ranks):
             processes.release(ranks)
     finally:
@@ -208,11 +245,34 @@ def _start_watch_stop_explain(spec: LaunchSpec, timeout: float) -> RunResult:
         positions = board.snapshot() if board is not None else [(0, 0, 0)] * spec.world_size
         processes.stop(ranks)
     result = _result(spec, ranks)
+    if observer is not None:
+        result.network = observer.windows()
     if all_done(ranks):
         return result
     if timed_out:
         raise explain.timeout_error(positions, timeout, STARTUP_LIMIT, result)
     raise explain.failure_error(ranks, positions, result)
+
+
+def _start(spec: LaunchSpec, ranks: list[processes.RankProcess], grading: Grading | None):
+    """Start the ranks; a grader's seal is what each runs first."""
+    previous = worker.BEFORE_RANK
+    worker.BEFORE_RANK = grading.seal if grading is not None else None
+    try:
+        return processes.start(spec, ranks)
+    finally:
+        worker.BEFORE_RANK = previous
+
+
+def _send_private(ranks: list[processes.RankProcess], private: Private) -> None:
+    """Each rank's private input, to that rank alone, once every rank is started."""
+    if private is None:
+        return
+    inputs = private() if callable(private) else private
+    if len(inputs) != len(ranks):
+        raise ValueError(f"{len(inputs)} private inputs for {len(ranks)} ranks")
+    for rank, data in zip(ranks, inputs):
+        rank.control.send_bytes(control.PRIVATE + bytes(data))
 
 
 def _result(spec: LaunchSpec, ranks: list[processes.RankProcess]) -> RunResult:
@@ -224,4 +284,5 @@ def _result(spec: LaunchSpec, ranks: list[processes.RankProcess]) -> RunResult:
         stdout=[rank.text("stdout") for rank in ranks],
         stderr=[rank.text("stderr") for rank in ranks],
         trace=[r.trace if r is not None else [] for r in reports],
-        warnings=[r.warnings if r is not None else [] for r in reports])
+        warnings=[r.warnings if r is not None else [] for r in reports],
+        groups=[r.groups if r is not None else [] for r in reports])

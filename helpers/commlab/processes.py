@@ -21,7 +21,7 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
-from . import capture, status, worker
+from . import capture, control, status, worker
 
 # Workers are modules the forkserver imports once, so each rank starts with torch loaded (and
 # the functional collectives, which the trace wraps in every rank).
@@ -177,7 +177,7 @@ def release(ranks: list[RankProcess]) -> None:
     capture.drain([p for rank in ranks for p in rank.pipes()], until_eof=False)
     for rank in ranks:
         try:
-            rank.control.send("exit")
+            rank.control.send_bytes(control.EXIT)
         except OSError:
             pass
     for rank in ranks:

@@ -23,6 +23,9 @@ class RunResult:
         stdout, stderr: what each rank printed.
         trace: each rank's ``torch.distributed`` calls, as lists of :class:`commlab.trace.Call`.
         warnings: Python warnings each rank raised (kept out of the cell's stderr).
+        groups: the process groups each rank made (``new_group``), apart from its calls.
+        network: set by a grader only: what the machine itself counted crossing the network,
+            between the barriers the ranks passed (see ``grader/sandboxed/network.py``).
     """
 
     world_size: int
@@ -32,6 +35,8 @@ class RunResult:
     stderr: list[str]
     trace: list[list[Call]]
     warnings: list[list[str]] = dataclasses.field(default_factory=list)
+    network: Any = dataclasses.field(default=None, repr=False)
+    groups: list[list[Call]] = dataclasses.field(default_factory=list, repr=False)
 
     def calls(self, op: str | None = None, rank: int | None = None) -> list[Call]:
         """The traced calls, optionally only those of one operation and/or one rank."""

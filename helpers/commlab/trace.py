@@ -61,7 +61,11 @@ OPS = (
     "send_object_list",
     "recv_object_list",
     "all_reduce_coalesced",
+    "new_group",
 )
+
+# Calls that make a process group: recorded in Recorder.groups, not among the calls.
+GROUP_MAKERS = ("init_process_group", "new_group")
 
 # Tensors with at most this many elements have their values copied into the trace before and
 # after the call, so pictures and graders can show what moved. Larger ones keep shape and dtype.
@@ -117,6 +121,8 @@ class Call:
         functional: a functional collective (``torch.distributed._functional_collectives``,
             what DTensor calls), which returns a new tensor instead of filling one in; see
             :mod:`commlab.functional`.
+        case: for a group made (``new_group``) while :mod:`commlab.checks` ran a test case,
+            that case's number.
     """
 
     op: str
@@ -139,6 +145,7 @@ class Call:
     ops: list[tuple[str, int, TensorInfo]] | None = None
     error: str | None = None
     functional: bool = False
+    case: int | None = None
 
     @property
     def bytes_sent(self) -> int:
@@ -185,6 +192,10 @@ class Recorder:
     def __init__(self, rank: int, board: Any = None, keep_values: bool = True):
         self.rank = rank
         self.calls: list[Call] = []
+        # groups made (new_group): kept apart from the calls, each with ``seq`` the number of
+        # calls made before it, so that a grader can make them again at the same point
+        self.groups: list[Call] = []
+        self.case: int | None = None  # the test case running (set by commlab.checks)
         self.keep_values = keep_values
         self._board = board
         self._counts: dict[str, int] = {}
@@ -244,11 +255,15 @@ class Recorder:
             except TypeError:
                 return original(*args, **kwargs)  # let torch word the error
             bound.apply_defaults()
-            index = self._counts.get(name, 0) + 1
-            self._counts[name] = index
+            if name in GROUP_MAKERS:
+                index, listed = len(self.groups) + 1, self.groups
+            else:
+                index, listed = self._counts.get(name, 0) + 1, self.calls
+                self._counts[name] = index
             call = Call(op=name, index=index, seq=len(self.calls), rank=self.rank,
-                        group_ranks=_group_ranks(bound.arguments.get("group")))
-            self.calls.append(call)
+                        group_ranks=_group_ranks(bound.arguments.get("group")),
+                        case=self.case if listed is self.groups else None)
+            listed.append(call)
             try:
                 _describe(call, bound.arguments)
             except Exception:  # a malformed call: torch's own error is the one to show
@@ -307,14 +322,17 @@ def install(recorder: Recorder) -> Callable[[], None]:
     global _current
     _current = recorder
 
+    import torch.distributed.device_mesh as device_mesh
+
     saved: list[tuple[Any, str, Any]] = []
     for name in OPS:
         original = getattr(c10d, name, None) or getattr(dist, name, None)
-        if original is None or name == "init_process_group":
+        if original is None:
             continue
         original = getattr(original, "__commlab_original__", original)
         traced = recorder.wrap(name, original)
-        for module in (dist, c10d):
+        # device_mesh took new_group by name when it was imported: it finds the wrapper there
+        for module in (dist, c10d, device_mesh):
             if hasattr(module, name):
                 saved.append((module, name, getattr(module, name)))
                 setattr(module, name, traced)
@@ -565,6 +583,15 @@ def _batch(call: Call, args: dict[str, Any]) -> None:
     call.tensors = {"tensors": [info for _, _, info in call.ops]}
 
 
+def _new_group(call: Call, args: dict[str, Any]) -> None:
+    """A new group: its members, as global ranks (no bytes: they go through the store)."""
+    import torch.distributed as dist
+
+    ranks = args.get("ranks")
+    world = dist.get_world_size() if dist.is_initialized() else 0
+    call.group_ranks = tuple(sorted(ranks)) if ranks else tuple(range(world))
+
+
 def _root_only(name: str) -> Rule:
     """Object collectives: the root is known, the pickled bytes are not."""
     def rule(call: Call, args: dict[str, Any]) -> None:
@@ -599,6 +626,7 @@ _RULES: dict[str, Rule] = {
     "recv_object_list": _root_only("src"),
     "gather_object": _root_only("dst"),
     "send_object_list": _root_only("dst"),
+    "new_group": _new_group,
 }
 
 

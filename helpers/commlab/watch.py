@@ -12,9 +12,7 @@ import time
 from multiprocessing import connection
 from typing import Any
 
-import cloudpickle
-
-from . import capture
+from . import capture, control, worker
 from .processes import RankProcess
 from .status import Board
 
@@ -32,8 +30,11 @@ _POLL = 0.05
 class Watch:
     """One wait over a run's ranks; :meth:`wait` says whether they hung past the timeout."""
 
-    def __init__(self, ranks: list[RankProcess], board: Board, timeout: float):
+    def __init__(self, ranks: list[RankProcess], board: Board, timeout: float,
+                 barriers: control.Barriers | None = None, data_reports: bool = False):
         self.ranks, self.board, self.timeout = ranks, board, timeout
+        self.barriers = barriers or control.Barriers()
+        self.data_reports = data_reports
         self.waiting: dict[Any, tuple[RankProcess, str]] = {}
         for rank in ranks:
             self.waiting[rank.control] = (rank, "control")
@@ -79,12 +80,13 @@ class Watch:
                 if not capture.read(rank.output, kind, ready):
                     del self.waiting[ready]
                 continue
+            if kind == "control" and _receive(rank, ready, self.barriers, self.data_reports):
+                continue  # a barrier: the rank goes on, and so does its pipe
             del self.waiting[ready]
             news = True
-            if kind == "control":
-                _receive_report(rank, ready)
-            else:
+            if kind == "exit":
                 _note_exit(rank)
+        self.barriers.release_ready(self.ranks)
         return news
 
     def _all_up(self) -> bool:
@@ -97,11 +99,26 @@ class Watch:
                    for rank in self.ranks)
 
 
-def _receive_report(rank: RankProcess, control: Any) -> None:
+def _receive(rank: RankProcess, connection: Any, barriers: control.Barriers,
+             data_reports: bool) -> bool:
+    """Take one message from a rank's control pipe; whether it was a barrier (the rank keeps
+    talking) rather than its report (or its pipe closing: it died)."""
     try:
-        rank.report = cloudpickle.loads(control.recv_bytes())
+        message = connection.recv_bytes(control.MAX_REPORT_BYTES + 1)
     except (EOFError, OSError):
-        pass
+        return False
+    kind, body = message[:1], message[1:]
+    if kind == control.BARRIER:
+        barriers.arrive(rank.rank, body.decode(errors="replace"))
+        return True
+    try:
+        if kind != control.REPORT:
+            raise ValueError(f"an unknown message ({message[:20]!r}) on its control pipe")
+        rank.report = worker.read_report(body, data_reports)
+    except Exception as exc:  # noqa: BLE001 - a report that cannot be read is the rank's failure
+        rank.report = worker.RankReport(failure=worker.RankFailure(
+            type(exc).__name__, f"rank {rank.rank} sent back what cannot be read: {exc}", []))
+    return False
 
 
 def _note_exit(rank: RankProcess) -> None:

@@ -4,10 +4,12 @@ A worker is forked from a clean forkserver that has torch preloaded, so it start
 milliseconds and can use CUDA even when the notebook's kernel already did. It:
 
 1. sends its stdout and stderr to the launcher (:func:`commlab.capture.redirect`);
-2. takes the notebook's environment, ``sys.path`` and working directory (:class:`LaunchSpec`);
-3. installs the trace, *then* unpickles the student's function, so that it finds the traced
-   ``torch.distributed`` functions;
-4. sets up the process group (unless the student does it), calls ``fn(rank, world_size, *args)``;
+2. lets a grader seal it (:data:`BEFORE_RANK`), and takes its private input if the launch has
+   them (:mod:`commlab.control`);
+3. takes the notebook's environment, ``sys.path`` and working directory (:class:`LaunchSpec`);
+4. installs the trace and sets up the process group (unless the function does it), *then*
+   unpickles the student's function, so that it finds the traced ``torch.distributed``
+   functions, and calls ``fn(rank, world_size, *args)``;
 5. sends one :class:`RankReport` on its control pipe and waits for the launcher's word before
    tearing the group down, so that a rank that finishes early never closes connections a slower
    peer still needs.
@@ -23,16 +25,16 @@ import os
 import signal
 import sys
 import sysconfig
-import threading
 import traceback
 import warnings
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import cloudpickle
 import torch
 
-from . import backend, capture, status
+from . import backend, capture, control, plain, status
 from . import trace as tracing
 from .errors import ReturnNotSendable
 
@@ -54,6 +56,16 @@ class LaunchSpec:
     environ: dict[str, str]  # the notebook's environment with the ranks' variables added
     sys_path: list[str]
     cwd: str
+    private: bool = False  # each rank is sent a private input of its own (commlab.control)
+    data_reports: bool = False  # reports as plain data (commlab.plain), for a grader
+    windows: bool = False  # a barrier once the group is up, before the function is unpickled
+
+
+# Set by a grader in the process that forks the ranks, before it forks them: called first thing
+# in each rank with (rank, its board entry, the file descriptors it keeps), to seal it.
+BEFORE_RANK: Callable[[int, status.RankBoard, list[int]], None] | None = None
+# This rank's private input, when the launch gave each rank one.
+PRIVATE: bytes | None = None
 
 
 @dataclasses.dataclass
@@ -75,38 +87,44 @@ class RankReport:
     trace: list[tracing.Call] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
     failure: RankFailure | None = None
+    groups: list[tracing.Call] = dataclasses.field(default_factory=list)
 
     @property
     def done(self) -> bool:
         return self.failure is None
 
 
-def main(spec: LaunchSpec, rank: int, control: Any, out_pipe: Any, err_pipe: Any,
+def main(spec: LaunchSpec, rank: int, connection: Any, out_pipe: Any, err_pipe: Any,
          board: status.RankBoard) -> None:
     """Entry point of a worker process (see the module docstring)."""
+    global PRIVATE
     # The launcher decides what happens on the stop button; a worker must not print its own
     # KeyboardInterrupt traceback into the cell.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     capture.redirect(out_pipe, err_pipe)
+    channel = control.RankChannel(connection)
+    if BEFORE_RANK is not None:
+        BEFORE_RANK(rank, board, [0, 1, 2, connection.fileno()])
+    if spec.private:
+        PRIVATE = channel.read_private()
     _adopt_notebook_state(spec, rank)
     caught_warnings: list[str] = []
     _capture_warnings(caught_warnings)
-
-    exit_allowed = threading.Event()
-    threading.Thread(target=_watch_launcher, args=(control, exit_allowed), daemon=True).start()
+    channel.start()
+    control.install(channel)
 
     recorder = tracing.Recorder(rank, board, keep_values=spec.trace_values)
     tracing.install(recorder)
     try:
         value = _call(spec, rank, board)
         board.set_phase(status.FINISHED)
-        message = _done_message(rank, value, recorder, caught_warnings)
+        message = _done_message(spec, rank, value, recorder, caught_warnings)
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the notebook
         board.set_phase(status.FAILED)
-        message = _pickled_failure(exc, recorder, caught_warnings)
+        message = _failure_message(spec, exc, recorder, caught_warnings)
     capture.flush()
-    control.send_bytes(message)
-    exit_allowed.wait()
+    channel.report(message)
+    channel.exit_allowed.wait()
     if spec.backend == "nccl":
         # NCCL wants an orderly shutdown; for gloo, exiting closes every socket just as well
         # and much sooner.
@@ -116,7 +134,6 @@ def main(spec: LaunchSpec, rank: int, control: Any, out_pipe: Any, err_pipe: Any
 
 
 def _call(spec: LaunchSpec, rank: int, board: status.RankBoard) -> Any:
-    fn, args = cloudpickle.loads(spec.payload)
     backend.set_current_device(backend.pick_device(spec.backend, rank, spec.world_size))
     if spec.init_process_group:
         import torch.distributed as dist
@@ -124,6 +141,10 @@ def _call(spec: LaunchSpec, rank: int, board: status.RankBoard) -> Any:
         dist.init_process_group(spec.group_backend, rank=rank, world_size=spec.world_size,
                                 timeout=timedelta(seconds=spec.pg_timeout))
     board.set_phase(status.RUNNING)
+    if spec.windows:  # what runs from here on is the function's: a grader watches it
+        control.barrier(control.WINDOW + "start")
+    # unpickled only now: a hang in the function's module-level code counts against `timeout`
+    fn, args = cloudpickle.loads(spec.payload)
     return fn(rank, spec.world_size, *args)
 
 
@@ -153,18 +174,6 @@ def _capture_warnings(sink: list[str]) -> None:
     warnings.showwarning = keep
 
 
-def _watch_launcher(control: Any, exit_allowed: threading.Event) -> None:
-    """Wait for the launcher's word; if it is anything but "exit", or the pipe closes, leave now."""
-    try:
-        message = control.recv()
-    except (EOFError, OSError):
-        message = None
-    if message == "exit":
-        exit_allowed.set()
-    else:
-        os._exit(3)
-
-
 def _teardown() -> None:
     import torch.distributed as dist
 
@@ -190,13 +199,18 @@ def to_cpu(value: Any) -> Any:
     return value
 
 
-def _done_message(rank: int, value: Any, recorder: tracing.Recorder, caught: list[str]
-                  ) -> bytes:
-    """The report of a rank that returned, pickled once; what can't be pickled is refused here,
+def _done_message(spec: LaunchSpec, rank: int, value: Any, recorder: tracing.Recorder,
+                  caught: list[str]) -> bytes:
+    """The report of a rank that returned, encoded once; what can't be sent is refused here,
     where the error can still name the rank."""
     value = to_cpu(value)
+    if spec.data_reports:
+        return plain.dumps(_report_fields(RankReport(value, recorder.calls, caught,
+                                                     groups=recorder.groups)),
+                           f"what rank {rank} returned")
     try:
-        return cloudpickle.dumps(RankReport(value, recorder.calls, caught))
+        return cloudpickle.dumps(RankReport(value, recorder.calls, caught,
+                                            groups=recorder.groups))
     except Exception as exc:  # noqa: BLE001
         raise ReturnNotSendable(
             f"rank {rank} returned a {type(value).__name__} that can't be sent back to the "
@@ -204,12 +218,41 @@ def _done_message(rank: int, value: Any, recorder: tracing.Recorder, caught: lis
             "lists/dicts of them instead.") from None
 
 
-def _pickled_failure(exc: BaseException, recorder: tracing.Recorder, caught: list[str]) -> bytes:
+def _failure_message(spec: LaunchSpec, exc: BaseException, recorder: tracing.Recorder,
+                     caught: list[str]) -> bytes:
     failure = describe_failure(exc, recorder.calls)
-    try:
-        return cloudpickle.dumps(RankReport(None, recorder.calls, caught, failure))
-    except Exception:  # noqa: BLE001 - a trace that can't be pickled must not hide the error
-        return cloudpickle.dumps(RankReport(None, [], caught, failure))
+    for calls in (recorder.calls, []):  # a trace that can't be sent must not hide the error
+        report = RankReport(None, calls, caught, failure, recorder.groups if calls else [])
+        try:
+            if spec.data_reports:
+                return plain.dumps(_report_fields(report), "the trace")
+            return cloudpickle.dumps(report)
+        except Exception:  # noqa: BLE001
+            continue
+    return cloudpickle.dumps(RankReport(None, [], [], failure))
+
+
+def _report_fields(report: RankReport) -> dict[str, Any]:
+    return {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
+
+
+def read_report(data: bytes, data_reports: bool) -> RankReport:
+    """A report as the launcher reads it: unpickled (the notebook's own function), or, for a
+    grader, read as plain data and checked to be a report (:mod:`commlab.plain`)."""
+    if not data_reports:
+        return cloudpickle.loads(data)
+    fields = plain.loads(data, control.MAX_REPORT_BYTES)
+    expected = {f.name for f in dataclasses.fields(RankReport)}
+    if not isinstance(fields, dict) or set(fields) != expected:
+        raise plain.NotPlain("the rank's report is not one")
+    report = RankReport(**fields)
+    if not (isinstance(report.trace, list) and isinstance(report.groups, list)
+            and all(isinstance(c, tracing.Call) for c in report.trace + report.groups)
+            and isinstance(report.warnings, list)
+            and all(isinstance(w, str) for w in report.warnings)
+            and (report.failure is None or isinstance(report.failure, RankFailure))):
+        raise plain.NotPlain("the rank's report is not one")
+    return report
 
 
 def describe_failure(exc: BaseException, calls: list[tracing.Call]) -> RankFailure:

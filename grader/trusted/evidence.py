@@ -1,0 +1,182 @@
+"""Whether what the ranks say they did agrees with what the machine counted (commlab's
+``checks.VERIFY``, installed in the scoring kernel).
+
+For every test case the rank host counted the sandbox's network (:mod:`grader.sandboxed.network`):
+bytes between each pair of ranks, bytes to and from the rendezvous store, connections opened
+and closed, datagrams. No rank can change those numbers. A case's result passes only if:
+
+- nothing crossed the network outside the test cases (before the first, after the last), and
+  nothing in the case crossed it but on connections that stay open (a connection opened and
+  closed again, a datagram, a connection a rank hid from the count, a process group's connection
+  closed in the middle: each is data the count could not follow, and fails the case);
+- what crossed between each pair of ranks, and to the store, is what the calls of the case's
+  trace move: the grader makes the same calls again on fresh ranks (:mod:`.replay`, through the
+  same rank host) and compares the two counts, within gloo's own control messages
+  (:data:`SLACK_PER_CALL`, :data:`SLACK_PER_GROUP`). Calls the trace lists that never
+  happened, or calls made and hidden, or data moved on connections of the ranks' own, or
+  through the store, show here.
+
+What no count can tell: which of two calls that move the same bytes between the same ranks was
+made (``dist.broadcast``, or ``dist.send`` to every rank), and when. Checks of call names,
+``async_op`` and times read the trace, which is the ranks' word (README, "What the grader
+protects against").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..sandboxed import replay as replaying
+
+# Two runs of the same calls between two ranks can differ: either side of a gloo transfer may
+# announce itself first (a 48-byte message, depending on which side is ready first), and making
+# a group exchanges a few bytes whose length varies (8 measured). So a count may differ from the
+# replay's by this much per call between the two ranks, and per group both belong to, and not
+# at all where the replay counted nothing.
+SLACK_PER_CALL = 48
+SLACK_PER_GROUP = 16
+# Seconds a replay may take.
+REPLAY_TIMEOUT = 20.0
+
+
+def _merged(windows: list[dict] | None) -> dict:
+    total: dict[str, Any] = {"wire": {}, "store": {}, "other": 0, "opened": 0, "closed": [],
+                             "datagrams": 0, "unlisted": []}
+    for window in windows or []:
+        for key in ("wire", "store"):
+            for who, count in window[key].items():
+                total[key][who] = total[key].get(who, 0) + count
+        for key in ("other", "opened", "datagrams"):
+            total[key] += window[key]
+        total["closed"] += window["closed"]
+        total["unlisted"] = sorted(set(total["unlisted"]) | set(window["unlisted"]))
+    return total
+
+
+def _outside_channels(count: dict, where: str) -> str | None:
+    """What crossed where the count cannot follow it, in words (None: nothing)."""
+    if count["unlisted"]:
+        return (f"rank(s) {count['unlisted']} hid their network connections from the grader "
+                f"{where}")
+    if count["opened"]:
+        return (f"{count['opened']} network connection(s) were opened and closed again {where}: "
+                "data moved outside the process group's connections")
+    if count["datagrams"]:
+        return f"{count['datagrams']} UDP datagram(s) were sent {where}"
+    if count["closed"]:
+        return (f"connection(s) of the process group were closed {where} (between "
+                f"{count['closed']}): do not close sockets or destroy the group in a test")
+    if count["other"]:
+        return f"{count['other']} bytes crossed connections that join no two ranks {where}"
+    return None
+
+
+def _silent(count: dict) -> bool:
+    return not (count["wire"] or count["store"] or count["other"] or count["opened"]
+                or count["datagrams"] or count["closed"] or count["unlisted"])
+
+
+def _pairs(a: dict, b: dict) -> list:
+    return sorted(set(a) | set(b), key=str)
+
+
+def differences(measured: dict, expected: list[dict], slack: dict) -> list[str]:
+    """Pairs (and store users) whose count differs from every replay by more than ``slack``
+    allows them (nothing where the replays counted nothing)."""
+    found = []
+    for key, label in (("wire", "from rank {0} to rank {1}"),
+                       ("store", "between rank {0} and the rendezvous store")):
+        replays = [e[key] for e in expected]
+        for who in _pairs(measured[key], {k: 0 for r in replays for k in r}):
+            got = measured[key].get(who, 0)
+            low = min(r.get(who, 0) for r in replays)
+            high = max(r.get(who, 0) for r in replays)
+            room = slack.get(who, 0) if high else 0
+            if not low - room <= got <= high + room:
+                names = who if isinstance(who, tuple) else (who,)
+                found.append(f"{got} bytes {label.format(*names)}, where the calls your trace "
+                             f"lists send {low}")
+    return found
+
+
+def _slack(trace: list[list[Any]], groups: list[list[Any]]) -> dict:
+    """How much each pair of ranks (and each rank with the store) may differ from the replay:
+    :data:`SLACK_PER_CALL` for each listed call that involves both, :data:`SLACK_PER_GROUP` for
+    each group made that holds both."""
+    room: dict[Any, int] = {}
+    for listed, each in ((trace, SLACK_PER_CALL), (groups, SLACK_PER_GROUP)):
+        for calls in listed:
+            for call in calls:
+                members = call.group_ranks or ()
+                for a in members:
+                    room[a] = room.get(a, 0) + each  # with the store
+                    for b in members:
+                        if a != b:
+                            room[a, b] = room.get((a, b), 0) + each
+    return room
+
+
+class Evidence:
+    """Verifies each case's result (see the module docstring); replays are remembered by their
+    calls, for every submission this kernel scores."""
+
+    def __init__(self) -> None:
+        self.replays: dict[str, list[dict]] = {}
+        self.log: list[dict] = []
+
+    def __call__(self, result: Any) -> None:
+        if result.network is None:
+            return  # not launched by the rank host: nothing was counted
+        outside = _merged(result.outside)
+        if not _silent(outside):
+            problem = _outside_channels(outside, "outside any test case") or (
+                "data crossed the network while no test case was running")
+            raise AssertionError(f"The grader counted traffic your code made on its own: "
+                                 f"{problem}.")
+        count = _merged(result.network)
+        problem = _outside_channels(count, "during the case")
+        if problem:
+            raise AssertionError(f"The grader counted traffic your code made on its own: "
+                                 f"{problem}.")
+        try:
+            steps = replaying.program(result.trace, result.groups or [[]] * result.world_size)
+        except replaying.NotReplayable as exc:
+            raise AssertionError(f"your code called {exc}, whose traffic the grader cannot "
+                                 "check; use the tensor collectives") from None
+        expected = self._replayed(steps, result.world_size)
+        found = differences(count, expected, _slack(result.trace, result.groups or []))
+        self.log.append({"world_size": result.world_size, "measured": count,
+                         "expected": expected, "differences": found})
+        if found:
+            raise AssertionError(
+                "The grader counted what your ranks sent over the network, and it is not what "
+                "the calls they report send (the grader made the same calls again and counted "
+                "them too): " + "; ".join(found[:4]) + ". Move data only with the "
+                "torch.distributed calls your code makes, and leave commlab's trace alone.")
+
+    def _replayed(self, steps: list[list[dict]], world_size: int) -> list[dict]:
+        key = repr((world_size, steps))
+        if key not in self.replays:
+            self.replays[key] = self._replay(steps, world_size)
+        return self.replays[key]
+
+    def _replay(self, steps: list[list[dict]], world_size: int) -> list[dict]:
+        """The count of the same calls made twice by the grader (two windows, two counts)."""
+        from commlab import launch
+
+        starts_world = any(s["op"] == "init_process_group" for rank in steps for s in rank)
+        copies = 1 if starts_world else 2  # a group's start can be made only once per launch
+        try:
+            done = launch.run(replaying.replay, world_size, args=([steps] * copies,),
+                              backend="gloo", timeout=REPLAY_TIMEOUT,
+                              init_process_group=not starts_world)
+        except Exception as exc:  # noqa: BLE001 - calls that cannot all be made
+            raise AssertionError(
+                "the calls your ranks report do not fit together: made again by the grader, "
+                f"they failed ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
+        by_case: dict[int, list[dict]] = {}
+        for window in done.network or []:
+            opened = str(window["tags"][0]).split(":", 1)[-1]
+            if opened.startswith("case "):
+                by_case.setdefault(int(opened.split()[1]), []).append(window)
+        return [_merged(by_case.get(k, [])) for k in range(copies)]
