@@ -91,7 +91,7 @@ def differences(measured: dict, expected: list[dict], slack: dict) -> list[str]:
             got = measured[key].get(who, 0)
             low = min(r.get(who, 0) for r in replays)
             high = max(r.get(who, 0) for r in replays)
-            room = slack.get(who, 0) if high else 0
+            room = slack.get(who, 0)
             if not low - room <= got <= high + room:
                 names = who if isinstance(who, tuple) else (who,)
                 found.append(f"{got} bytes {label.format(*names)}, where the calls your trace "
@@ -99,20 +99,39 @@ def differences(measured: dict, expected: list[dict], slack: dict) -> list[str]:
     return found
 
 
+def _peers(call: Any) -> list[int]:
+    """The ranks a call exchanges data with: its peer for a point-to-point call, the peers of
+    its operations for a batch, every other member of its group for a collective."""
+    if call.op in ("send", "recv", "isend", "irecv"):
+        return [call.root] if call.root is not None else []
+    if call.op == "batch_isend_irecv":
+        return sorted({peer for _, peer, _ in call.ops or []})
+    return [m for m in call.group_ranks or () if m != call.rank]
+
+
 def _slack(trace: list[list[Any]], groups: list[list[Any]]) -> dict:
-    """How much each pair of ranks (and each rank with the store) may differ from the replay:
-    :data:`SLACK_PER_CALL` for each listed call that involves both, :data:`SLACK_PER_GROUP` for
-    each group made that holds both."""
+    """How much each pair of ranks may differ from the replay: :data:`SLACK_PER_CALL` for each
+    call either of them lists that exchanges data between them, :data:`SLACK_PER_GROUP` for
+    each group either made that holds both; and each rank with the store,
+    :data:`SLACK_PER_GROUP` for each group it made (nothing else uses the store). Nothing where
+    no call or group joins them."""
     room: dict[Any, int] = {}
-    for listed, each in ((trace, SLACK_PER_CALL), (groups, SLACK_PER_GROUP)):
-        for calls in listed:
-            for call in calls:
-                members = call.group_ranks or ()
-                for a in members:
-                    room[a] = room.get(a, 0) + each  # with the store
-                    for b in members:
-                        if a != b:
-                            room[a, b] = room.get((a, b), 0) + each
+
+    def add(a: int, b: int, each: int) -> None:
+        for pair in ((a, b), (b, a)):
+            room[pair] = room.get(pair, 0) + each
+
+    for calls in trace:
+        for call in calls:
+            for peer in _peers(call):
+                add(call.rank, peer, SLACK_PER_CALL)
+    for made in groups:
+        for group in made:
+            room[group.rank] = room.get(group.rank, 0) + SLACK_PER_GROUP
+            if group.rank in (group.group_ranks or ()):
+                for member in group.group_ranks:
+                    if member != group.rank:
+                        add(group.rank, member, SLACK_PER_GROUP)
     return room
 
 
