@@ -2,6 +2,7 @@
 
     python -m grader grade SUBMISSIONS OUT [--jobs N] [--limit S] [--cell-timeout S]
                                            [--no-sandbox] [--keep] [--shard K/N]
+                                           [--fresh-outputs]
                                            [--lms {auto,canvas,moodle,blackboard,folders}]
                                            [--roster FILE]
     python -m grader merge OUT SHARD_OUT... [--partial]   # combine the outputs of --shard runs
@@ -94,6 +95,11 @@ def _grade_parser(verbs) -> None:
                             "already started with --network none)")
     grade.add_argument("--keep", action="store_true",
                        help="keep each submission's grading log in OUT/kept/")
+    grade.add_argument("--fresh-outputs", action="store_true",
+                       help="run each student's notebook again (sandboxed, without its test "
+                            "cells) for fresh outputs on the feedback pages: twice the work "
+                            "(default: the pages show the outputs the notebooks were handed in "
+                            "with)")
     grade.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N",
                        help="grade only the K-th of N slices (then `merge` the N outputs)")
     grade.add_argument("--lms", default="auto",
@@ -153,7 +159,7 @@ def grade(args) -> int:
     settings = Settings(jobs=args.jobs or default_jobs(), limit=args.limit,
                         cell_timeout=args.cell_timeout, sandbox=use_sandbox,
                         db=args.gradebook, keep=args.keep, shard=args.shard, lms=args.lms,
-                        roster=args.roster, on_done=done)
+                        roster=args.roster, on_done=done, fresh_outputs=args.fresh_outputs)
     try:
         batch = grade_class(args.submissions, args.out, settings)
     except (IntakeError, NotWritable) as exc:

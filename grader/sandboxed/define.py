@@ -56,6 +56,13 @@ class _Module:
         return module
 
 
+def define_only(rank: int, world_size: int, bundle: Answers) -> dict[str, str]:
+    """On one rank, before any test: define the answers and nothing else. What went wrong in
+    which cell comes back (a cell that raised); a cell that ends the process, or never
+    finishes, shows as the launch's failure."""
+    return _define(bundle)[1]
+
+
 def call_answer(rank: int, world_size: int, answer: Any, args: tuple, kwargs: dict) -> Any:
     """On the one rank of a stand-in's call: ``answer`` is the student's own definition."""
     return answer(*args, **kwargs)

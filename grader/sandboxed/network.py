@@ -141,9 +141,16 @@ class Snapshot:
 
 
 class Observer:
-    """Counts a launch's traffic between its barriers (see the module docstring)."""
+    """Counts a launch's traffic between its barriers (see the module docstring).
 
-    def __init__(self) -> None:
+    ``own_namespace``: the sandbox gave this launch a network of its own. Without it (grading
+    with ``--no-sandbox``) other processes share the network, so only this launch's own
+    connections are counted, and the namespace's counters of connections and datagrams, which
+    every process moves, are not used.
+    """
+
+    def __init__(self, own_namespace: bool = True) -> None:
+        self.own_namespace = own_namespace
         self.snapshots: list[Snapshot] = []
         self.ranks: list[Any] = []
 
@@ -177,7 +184,8 @@ class Observer:
 
     def windows(self) -> list[dict]:
         """What changed between consecutive snapshots, as plain data (see :func:`window`)."""
-        return [window(a, b) for a, b in zip(self.snapshots, self.snapshots[1:])]
+        return [window(a, b, self.own_namespace)
+                for a, b in zip(self.snapshots, self.snapshots[1:])]
 
 
 def _family(pid: int) -> list[int]:
@@ -197,17 +205,18 @@ def _readable(pid: int) -> bool:
         return False
 
 
-def window(a: Snapshot, b: Snapshot) -> dict:
+def window(a: Snapshot, b: Snapshot, own_namespace: bool = True) -> dict:
     """The traffic between snapshots ``a`` and ``b``:
 
     tags: (the barrier that opened it, the one that closed it);
     wire: {(sender, receiver): bytes} between ranks, as the receiving socket counted them;
     store: {rank: bytes} to and from the rendezvous store;
-    other: bytes on connections that join no rank to another rank or the store;
+    other: bytes a rank received on connections from neither another rank nor the store;
     opened: connections opened in the window (the kernel's count) that were not still there
-        at its end (opened and closed again: uncounted traffic);
+        at its end (opened and closed again: uncounted traffic); None without a network of
+        the launch's own;
     closed: [(rank, peer)] connections that were there at its start and are gone at its end;
-    datagrams: UDP datagrams sent;
+    datagrams: UDP datagrams sent (None without a network of the launch's own);
     unlisted: ranks whose sockets could not be listed (a rank that hid them).
     """
     by_end = {(s.local, s.remote): s for s in b.sockets.values()}
@@ -228,7 +237,7 @@ def window(a: Snapshot, b: Snapshot) -> dict:
         elif "store" in (me, them) and (isinstance(me, int) or isinstance(them, int)):
             rank = me if isinstance(me, int) else them
             store[rank] = store.get(rank, 0) + moved
-        else:
+        elif isinstance(me, int) or own_namespace:
             other += moved
     new = [s for i, s in b.sockets.items() if i not in a.sockets and s.state == _TCP_ESTABLISHED
            and (s.remote, s.local) in by_end]
@@ -238,9 +247,13 @@ def window(a: Snapshot, b: Snapshot) -> dict:
                      for i, s in a.sockets.items() if s.state == _TCP_ESTABLISHED
                      and (i not in b.sockets or b.sockets[i].state != _TCP_ESTABLISHED)},
                     key=str)
+    closed = [c for c in closed if own_namespace or isinstance(c[0], int)
+              or isinstance(c[1], int)]
+    datagrams = b.counters["Udp:OutDatagrams"] - a.counters["Udp:OutDatagrams"]
     return {"tags": (a.tag, b.tag), "wire": wire, "store": store, "other": other,
-            "opened": max(opened, 0), "closed": [list(c) for c in closed],
-            "datagrams": b.counters["Udp:OutDatagrams"] - a.counters["Udp:OutDatagrams"],
+            "opened": max(opened, 0) if own_namespace else None,
+            "closed": [list(c) for c in closed],
+            "datagrams": datagrams if own_namespace else None,
             "unlisted": sorted(set(a.hidden_owners) | set(b.hidden_owners))}
 
 

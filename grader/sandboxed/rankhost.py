@@ -98,7 +98,7 @@ def _answer(connection: Any, sealed: bool) -> None:
             payload, world_size, options = pickle.loads(connection.recv_bytes())
         except (EOFError, OSError):
             return
-        observer = network.Observer()
+        observer = network.Observer(own_namespace=sealed)
         grading = launch.Grading(seal=seal.seal_rank if sealed else None, observer=observer,
                                  environ=RANK_ENVIRON)
         if options.pop("private", False):

@@ -36,6 +36,24 @@ class NotReplayable(ValueError):
     """A trace that cannot be made again (see :data:`NOT_REPLAYED`)."""
 
 
+class NotACall(ValueError):
+    """A record of the trace that no call of torch.distributed makes: it was written, not
+    recorded."""
+
+
+# The tensors each kind of call records (commlab.trace): a record without them was not made
+# by that call.
+_NEEDS = {"broadcast": ("tensor",), "all_reduce": ("tensor",), "reduce": ("tensor",),
+          "send": ("tensor",), "recv": ("tensor",), "isend": ("tensor",), "irecv": ("tensor",),
+          "all_gather": ("tensor_list", "tensor"),
+          "all_gather_into_tensor": ("output_tensor", "input_tensor"),
+          "gather": ("tensor",), "scatter": ("tensor",),
+          "reduce_scatter": ("output", "input_list"),
+          "reduce_scatter_tensor": ("output", "input"),
+          "all_to_all": ("output_tensor_list", "input_tensor_list"),
+          "all_to_all_single": ("output", "input"), "barrier": ()}
+
+
 def _shape(info: Any) -> Any:
     if isinstance(info, list):
         return [_shape(i) for i in info]
@@ -56,7 +74,11 @@ def program(trace: list[list[Any]], groups: list[list[Any]]) -> list[list[dict]]
                 break
             if call.op in NOT_REPLAYED:
                 raise NotReplayable(f"dist.{call.op}")
-            mine.append({"op": _ALIASES.get(call.op, call.op), "group": list(call.group_ranks),
+            op = _ALIASES.get(call.op, call.op)
+            if op == "batch_isend_irecv" and not call.ops or op != "batch_isend_irecv" and (
+                    op not in _NEEDS or any(name not in call.tensors for name in _NEEDS[op])):
+                raise NotACall(f"{call.label} of rank {call.rank}")
+            mine.append({"op": op, "group": list(call.group_ranks),
                          "root": call.root, "reduce_op": call.reduce_op,
                          "async_op": call.async_op or call.op in ("isend", "irecv"),
                          "tensors": {name: _shape(info) for name, info in call.tensors.items()},

@@ -2,10 +2,10 @@
 pages and the instructor's gradebook.
 
 Each worker has a scoring kernel of its own (trusted, for every submission it grades: see
-grader/trusted/scoring_notebook.py) and a warm student's kernel ready for its next submission
-(sandboxed, fresh for each). A submission runs as the student wrote it on the student's kernel,
-for the feedback page, without its test cells; then its tests run on the scoring kernel, which
-decides the score.
+grader/trusted/scoring_notebook.py), which runs each submission's tests once and decides the
+score; the feedback page shows the notebook as it was handed in, with the tests' results. With
+``fresh_outputs`` a warm student's kernel (sandboxed, fresh for each) first runs the notebook
+again, without its test cells, for fresh outputs on the page.
 
 Tests and the bench call ``grade_class``; ``python -m grader grade`` is its command line.
 """
@@ -13,6 +13,7 @@ Tests and the bench call ``grade_class``; ``python -m grader grade`` is its comm
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime
 import os
 import shutil
@@ -27,7 +28,7 @@ import nbformat
 from .. import course, intake
 from ..sandboxed import namespaces
 from . import feedback, gradebook, kernels, scoring_notebook, scratch
-from .execute import limit_outputs, resources, run_cells, sanitize
+from .execute import Execution, limit_outputs, resources, run_cells, sanitize
 from .tamper import check_tampering
 from .verdict import Outcome, judge, max_score
 
@@ -47,6 +48,9 @@ class Settings:
     roster: Path | None = None
     scratch_parent: Path | None = None  # where the run's scratch folder goes (default TMPDIR)
     on_done: Callable[[Outcome], None] | None = None
+    # run each student's notebook again, sandboxed, for fresh outputs on the feedback page
+    # (twice the work); by default the page shows the outputs the notebook was handed in with
+    fresh_outputs: bool = False
 
 
 @dataclass
@@ -131,38 +135,50 @@ class _Run:
             folder, lambda f: lambda argv: [*namespaces.dies_with_parent(), *argv], env,
             warm_up=code, what="the scoring kernel", before_warm_up=warm.mkdir))
 
-    async def grade(self, sub: intake.Submission, kernel: kernels.Kernel, scorer: _Scorer,
-                    waited: float, cells_done: asyncio.Event) -> Outcome:
-        """Grade ``sub``: its own notebook on ``kernel`` (for which the worker ``waited``
-        seconds), for the feedback; its tests on the worker's ``scorer``. Set ``cells_done``
-        once ``kernel`` is no longer needed."""
+    async def grade(self, sub: intake.Submission, kernel: kernels.Kernel | None,
+                    scorer: _Scorer, waited: float, released: asyncio.Event) -> Outcome:
+        """Grade ``sub``: its tests on the worker's ``scorer``; with ``kernel`` (fresh outputs
+        only; the worker ``waited`` seconds for it) its own notebook first, for the feedback.
+        Set ``released`` once the worker may start its next submission (the kernel, or else the
+        scorer, is no longer needed)."""
         outcome = Outcome(sub.student, sub.chapter, max_score=self.max_scores[sub.chapter],
                           submitted=handed_in(sub.path))
-        outcome.phases["kernel start"] = waited
+        if kernel is not None:
+            outcome.phases["kernel start"] = waited
         began = time.perf_counter()
         try:
-            notebook = nbformat.read(sub.path, as_version=4)
+            submitted = nbformat.read(sub.path, as_version=4)
+            notebook = copy.deepcopy(submitted)
             tampered = check_tampering(notebook, course.NOTEBOOKS / sub.chapter /
                                        f"{sub.chapter}.ipynb")
             info = resources(sub.chapter, sub.student, f"sqlite:///{self.db}")
             notebook = await asyncio.to_thread(sanitize, notebook, self.config, info)
         except Exception as exc:  # noqa: BLE001 - not a notebook nbgrader can read
-            cells_done.set()
-            await kernel.stop()
+            released.set()
+            if kernel is not None:
+                await kernel.stop()
             outcome.notes = [f"unreadable notebook: {str(exc).splitlines()[0][:200]}"]
             return outcome
-        # the kernel's folder gets the notebook as submitted: the sanitized one holds the
-        # restored test cells, hidden tests included, which never run on the student's kernel
-        shutil.copyfile(sub.path, kernel.folder / f"{sub.chapter}.ipynb")
         outcome.phases["sanitize"] = time.perf_counter() - began
-        done = await run_cells(notebook, kernel, self.config, self.settings.limit, cells_done,
-                               skip=scoring_notebook.is_test)
-        outcome.phases.update(done.seconds)
-        scored = await scorer.score(sub, notebook, self)
+        done = Execution()
+        if kernel is not None:
+            # the kernel's folder gets the notebook as submitted: the sanitized one holds the
+            # restored test cells, hidden tests included, which never run on the student's kernel
+            shutil.copyfile(sub.path, kernel.folder / f"{sub.chapter}.ipynb")
+            done = await run_cells(notebook, kernel, self.config, self.settings.limit,
+                                   released, skip=scoring_notebook.is_test)
+            outcome.phases.update(done.seconds)
+        try:
+            scored = await scorer.score(sub, notebook, self)
+        finally:
+            released.set()
         outcome.phases.update(scored.execution.seconds)
         began = time.perf_counter()
         judge(outcome, notebook, scored, student=done, tampered=tampered)
+        if kernel is None:
+            feedback.with_handed_in_outputs(notebook, submitted)
         feedback.with_test_outputs(notebook, scored.tests())
+        feedback.made_safe(notebook)  # Formgrader shows it too, in an instructor's browser
         if not done.died and not done.over_limit:
             notebook = limit_outputs(notebook, self.config, info)
             outcome.feedback = await asyncio.to_thread(feedback.write, notebook, outcome,
@@ -173,16 +189,17 @@ class _Run:
             self.keep(outcome, kernel)
         return outcome
 
-    def keep(self, outcome: Outcome, kernel: kernels.Kernel) -> None:
+    def keep(self, outcome: Outcome, kernel: kernels.Kernel | None) -> None:
         """The submission's grading log under OUT/kept/<student>/ (its graded notebook is in
         OUT/autograded/)."""
         folder = self.out / "kept" / outcome.student
         folder.mkdir(parents=True, exist_ok=True)
-        log = kernel.folder / "kernel.log"
         lines = [f"status: {outcome.status.value}; score {outcome.score:g} of "
                  f"{outcome.max_score:g}", *outcome.notes,
-                 "seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in outcome.phases.items()),
-                 "kernel output:", log.read_text(errors="replace") if log.exists() else ""]
+                 "seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in outcome.phases.items())]
+        log = kernel.folder / "kernel.log" if kernel is not None else None
+        if log is not None and log.exists():
+            lines += ["kernel output:", log.read_text(errors="replace")]
         (folder / f"{outcome.chapter}.log").write_text("\n".join(lines))
 
 
@@ -212,28 +229,29 @@ class _Scorer:
 
 
 async def _worker(run: _Run, queue: asyncio.Queue, ready: asyncio.Task | None,
-                  outcomes: list[Outcome]) -> None:
-    """Grade submissions from ``queue``: while one runs, the next student's kernel warms; once
-    its cells have run, the next submission starts while this one is scored, its kernel stops
-    and its feedback is written. A kernel that cannot start stops the worker, and the batch
-    takes no new submission."""
+                  scorer: _Scorer, outcomes: list[Outcome]) -> None:
+    """Grade submissions from ``queue``: once one's tests are scored (or, with fresh outputs,
+    once its cells have run on its kernel while the next student's kernel warms), the next one
+    starts while its feedback is written. A kernel that cannot start stops the worker, and the
+    batch takes no new submission."""
     finishing: list[asyncio.Task] = []
-    scorer = _Scorer(run)
     try:
         while not queue.empty() and run.error is None:
             sub = queue.get_nowait()
-            waited = time.perf_counter()
-            try:
-                kernel = await ready
-            except kernels.KernelStartError as exc:
-                ready, run.error = None, run.error or str(exc)
-                break
-            waited = time.perf_counter() - waited
-            ready = run.start_kernel() if not queue.empty() else None
-            cells_done = asyncio.Event()
+            kernel, waited = None, 0.0
+            if run.settings.fresh_outputs:
+                waited = time.perf_counter()
+                try:
+                    kernel = await ready
+                except kernels.KernelStartError as exc:
+                    ready, run.error = None, run.error or str(exc)
+                    break
+                waited = time.perf_counter() - waited
+                ready = run.start_kernel() if not queue.empty() else None
+            released = asyncio.Event()
             finishing.append(asyncio.ensure_future(
-                _graded(run, sub, kernel, scorer, waited, cells_done, outcomes)))
-            await asyncio.wait([finishing[-1], asyncio.ensure_future(cells_done.wait())],
+                _graded(run, sub, kernel, scorer, waited, released, outcomes)))
+            await asyncio.wait([finishing[-1], asyncio.ensure_future(released.wait())],
                                return_when=asyncio.FIRST_COMPLETED)
     finally:
         await asyncio.gather(*finishing)
@@ -242,11 +260,11 @@ async def _worker(run: _Run, queue: asyncio.Queue, ready: asyncio.Task | None,
 
 
 async def _graded(run: _Run, sub, kernel, scorer: _Scorer, waited: float,
-                  cells_done: asyncio.Event, outcomes: list[Outcome]) -> None:
+                  released: asyncio.Event, outcomes: list[Outcome]) -> None:
     try:
-        outcome = await run.grade(sub, kernel, scorer, waited, cells_done)
+        outcome = await run.grade(sub, kernel, scorer, waited, released)
     except kernels.KernelStartError as exc:  # the scoring kernel: nothing can be scored
-        cells_done.set()
+        released.set()
         run.error = run.error or str(exc)
         return
     outcomes.append(outcome)
@@ -270,7 +288,9 @@ async def _grade_all(run: _Run, todo: list[intake.Submission], chapters: list[st
                      seconds: dict[str, float]) -> list[Outcome]:
     began = time.perf_counter()
     workers = min(run.settings.jobs, len(todo))
-    first = [run.start_kernel() for _ in range(workers)]  # they warm while the template is made
+    # the kernels warm while the template is made
+    scorers = [_Scorer(run) for _ in range(workers)]
+    first = [run.start_kernel() if run.settings.fresh_outputs else None for _ in scorers]
     try:
         template = await asyncio.to_thread(gradebook.make_template, chapters,
                                            run.folder / "course")
@@ -278,15 +298,18 @@ async def _grade_all(run: _Run, todo: list[intake.Submission], chapters: list[st
         run.config.CourseDirectory.db_url = f"sqlite:///{template}"
     except BaseException:
         for task in first:
-            task.cancel()
-        await asyncio.gather(*first, return_exceptions=True)
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(*filter(None, first), return_exceptions=True)
+        await asyncio.gather(*(scorer.stop() for scorer in scorers), return_exceptions=True)
         raise
     seconds["template"] = time.perf_counter() - began
     queue: asyncio.Queue = asyncio.Queue()
     for sub in todo:
         queue.put_nowait(sub)
     outcomes: list[Outcome] = []
-    await asyncio.gather(*(_worker(run, queue, task, outcomes) for task in first))
+    await asyncio.gather(*(_worker(run, queue, task, scorer, outcomes)
+                           for task, scorer in zip(first, scorers)))
     return outcomes
 
 

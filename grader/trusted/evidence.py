@@ -47,7 +47,7 @@ def _merged(windows: list[dict] | None) -> dict:
             for who, count in window[key].items():
                 total[key][who] = total[key].get(who, 0) + count
         for key in ("other", "opened", "datagrams"):
-            total[key] += window[key]
+            total[key] += window[key] or 0  # None: not counted (no network of its own)
         total["closed"] += window["closed"]
         total["unlisted"] = sorted(set(total["unlisted"]) | set(window["unlisted"]))
     return total
@@ -162,6 +162,10 @@ class Evidence:
         except replaying.NotReplayable as exc:
             raise AssertionError(f"your code called {exc}, whose traffic the grader cannot "
                                  "check; use the tensor collectives") from None
+        except replaying.NotACall as exc:
+            raise AssertionError(f"the trace your ranks report lists {exc}, which no "
+                                 "torch.distributed call made: a trace is recorded, not "
+                                 "written") from None
         expected = self._replayed(steps, result.world_size)
         found = differences(count, expected, _slack(result.trace, result.groups or []))
         self.log.append({"world_size": result.world_size, "measured": count,

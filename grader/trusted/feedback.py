@@ -1,17 +1,29 @@
-"""The student's feedback page: the graded notebook with each test cell's score, without the
-hidden tests' source or the tracebacks that would quote it, rendered with nbgrader's feedback
-template."""
+"""The student's feedback page: the notebook as handed in, with each test cell's result from the
+scoring kernel and its score, rendered with nbgrader's feedback template.
+
+Nothing on the page can run in a reader's browser, and nothing of the hidden tests shows:
+
+- the student's own outputs come from the notebook as they handed it in (the grader does not
+  run it again), kept only as text and as PNG, JPEG or GIF pictures: HTML, JavaScript, SVG,
+  Markdown and widget outputs become their plain-text form, or a line saying what was left out;
+- the student's Markdown cells are shown as text: a tag in one is printed, never rendered;
+- a test cell shows the scoring kernel's outputs, with hidden tests' source removed and
+  tracebacks cut to the error's name and message; when the error came from a hidden test, the
+  message too is replaced by a line that says a hidden case failed (its cases, and what the
+  ranks printed in them, are not shown); what a test cell with hidden tests printed is dropped.
+"""
 
 from __future__ import annotations
 
 import copy
+import html
 import os
 import re
 from pathlib import Path
 
 import nbgrader
 from nbgrader.preprocessors import ClearHiddenTests
-from nbgrader.utils import is_grade, is_solution, is_task
+from nbgrader.utils import is_grade, is_locked, is_solution, is_task
 
 from .verdict import Outcome
 
@@ -23,26 +35,102 @@ HIDDEN_TESTS = re.compile(rf"### {re.escape(_BEGIN)}.*?### {re.escape(_END)}\n?"
 # A stream longer than this is cut: nbgrader's LimitOutput counts lines, and one 3 MB line
 # passes it.
 FEEDBACK_OUTPUT_CHARS = 20_000
+# Output types a page may show as they are; every other one is replaced by its text/plain.
+SAFE_TYPES = ("text/plain", "image/png", "image/jpeg", "image/gif")
+HIDDEN_FAILURE = ("A hidden test case failed. Hidden cases check what the visible ones do, on "
+                  "other world sizes, roots, shapes and dtypes; their details are not shown. "
+                  "Run your answer on more cases than the visible test's to find it.")
 
 _TEMPLATES = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_CELL_LINE = re.compile(r"Cell In\[\d+\], line (\d+)")
+
+
+def _hidden_lines(source: str) -> set[int]:
+    """The (1-based) line numbers of a test cell's hidden blocks."""
+    lines = set()
+    for block in HIDDEN_TESTS.finditer(source):
+        first = source.count("\n", 0, block.start()) + 1
+        lines.update(range(first, first + block.group(0).count("\n") + 1))
+    return lines
+
+
+def _from_hidden_test(output: dict, hidden: set[int]) -> bool:
+    """Whether an error came from a hidden test: the line of the test cell it was raised from
+    (the traceback's first frame in the cell) lies in a hidden block."""
+    text = _ANSI.sub("", "\n".join(output.get("traceback", [])))
+    found = _CELL_LINE.search(text)
+    return found is not None and int(found.group(1)) in hidden
 
 
 def strip_hidden(notebook) -> None:
-    """Remove hidden tests' source and test cells' tracebacks (their frames quote the hidden
-    lines), keeping each error's name and message; cut long streams."""
+    """Remove hidden tests' source, and every trace of what they did, from the test cells;
+    cut tracebacks to the error's name and message and long streams to their start."""
     for cell in notebook.cells:
         if cell.cell_type != "code":
             continue
-        test = is_grade(cell)
+        test = is_grade(cell) and not is_solution(cell)
+        hidden = _hidden_lines(cell.source) if test else set()
         if test:
             cell.source = HIDDEN_TESTS.sub("# (hidden tests)\n", cell.source)
+        kept = []
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error" and test:
+                if _from_hidden_test(output, hidden):
+                    output["evalue"] = HIDDEN_FAILURE
                 output["traceback"] = [f"{output.get('ename')}: {output.get('evalue')}"]
+            elif hidden and output.get("output_type") != "error":
+                continue  # a hidden test may have printed its cases
             text = output.get("text", "")
             if output.get("output_type") == "stream" and len(text) > FEEDBACK_OUTPUT_CHARS:
                 output["text"] = (text[:FEEDBACK_OUTPUT_CHARS]
                                   + f"\n[... {len(text)} characters, cut]\n")
+            kept.append(output)
+        cell.outputs = kept
+
+
+def safe_outputs(outputs: list) -> list:
+    """``outputs`` with only :data:`SAFE_TYPES` left in rich ones (others fall back to their
+    text/plain, or to a line naming what was left out)."""
+    safe = []
+    for output in outputs:
+        output = copy.deepcopy(output)
+        if output.get("output_type") in ("display_data", "execute_result"):
+            data = output.get("data", {})
+            kept = {kind: value for kind, value in data.items() if kind in SAFE_TYPES}
+            if not kept:
+                left_out = ", ".join(sorted(data)) or "nothing"
+                kept = {"text/plain": f"[an output of type {left_out}, not shown here]"}
+            output["data"] = kept
+            output["metadata"] = {}
+        safe.append(output)
+    return safe
+
+
+def with_handed_in_outputs(notebook, handed_in) -> None:
+    """Put in ``notebook`` (sanitized for grading: outputs cleared, test cells restored) the
+    outputs the student's notebook held when handed in, on every cell but the test cells."""
+    by_id = {c.get("id"): c for c in handed_in.cells if c.get("id")}
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code" or (is_grade(cell) and not is_solution(cell)):
+            continue
+        original = by_id.get(cell.get("id"))
+        if original is None and index < len(handed_in.cells):
+            candidate = handed_in.cells[index]
+            original = candidate if candidate.get("source") == cell.get("source") else None
+        cell.outputs = copy.deepcopy(original.get("outputs", [])) if original else []
+        cell.execution_count = original.get("execution_count") if original else None
+
+
+def made_safe(notebook) -> None:
+    """The student's outputs kept only as text and pictures (:func:`safe_outputs`), and the
+    student's own Markdown cells as text: what a reader's browser shows of them cannot run.
+    (The test cells' outputs are the scoring kernel's, and stay.)"""
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown" and not is_locked(cell):
+            cell.source = html.escape(cell.source, quote=False)
+        elif cell.cell_type == "code" and not (is_grade(cell) and not is_solution(cell)):
+            cell.outputs = safe_outputs(cell.get("outputs", []))
 
 
 def _with_scores(notebook, outcome: Outcome) -> None:
@@ -72,9 +160,13 @@ def render(notebook, outcome: Outcome) -> str:
 
     notebook = copy.deepcopy(notebook)
     strip_hidden(notebook)
+    for cell in notebook.cells:  # whatever reached the notebook, the page shows no markup
+        if cell.cell_type == "code":
+            cell.outputs = safe_outputs(cell.get("outputs", []))
     _with_scores(notebook, outcome)
     config = Config()
     config.HTMLExporter.template_name = "feedback"
+    config.HTMLExporter.sanitize_html = True
     config.HTMLExporter.extra_template_basedirs = [str(_TEMPLATES / "templates")]
     config.HTMLExporter.extra_template_paths = [
         str(_TEMPLATES / "static" / "node_modules" / "bootstrap" / "dist" / "css")]
@@ -83,13 +175,13 @@ def render(notebook, outcome: Outcome) -> str:
     info = {"nbgrader": {"notebook": outcome.chapter, "assignment": outcome.chapter,
                          "student": outcome.student, "score": outcome.score,
                          "max_score": outcome.max_score, "late_penalty": 0}}
-    html, _ = exporter.from_notebook_node(notebook, resources=info)
-    return html
+    page, _ = exporter.from_notebook_node(notebook, resources=info)
+    return page
 
 
 def with_test_outputs(notebook, tests: dict[str, object]) -> None:
-    """Put in ``notebook`` (the student's, whose test cells did not run there) each test
-    cell's outputs as the scoring kernel produced them (``tests``, by grade id)."""
+    """Put in ``notebook`` each test cell's outputs as the scoring kernel produced them
+    (``tests``, by grade id)."""
     for cell in notebook.cells:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         if is_grade(cell) and not is_solution(cell) and grade_id in tests:

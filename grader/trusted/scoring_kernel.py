@@ -168,6 +168,24 @@ def begin(submission: str) -> None:
         shell.events.register("pre_execute", _book.forget_bundle)
 
 
+def answers_defined() -> None:
+    """Before the first test: the answers, defined once on one rank (see
+    :func:`stand_ins.define_first`); if that fails, every later test fails at once."""
+    if _book is None:
+        raise RuntimeError("begin() first")
+    try:
+        stand_ins.define_first(_book)
+    except (stand_ins.AnswersEndedTheirProcess, stand_ins.AnswersDidNotFinish) as exc:
+        launch.launch_elsewhere(_refuse(str(exc)))
+        raise
+
+
+def _refuse(why: str):
+    def launcher(*_: Any, **__: Any) -> RunResult:
+        raise CommlabError(why)
+    return launcher
+
+
 def answer(grade_id: str, name: str) -> stand_ins.Answer:
     """The stand-in for ``name``, which the solution cell ``grade_id`` defines."""
     if _book is None:

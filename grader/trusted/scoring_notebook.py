@@ -82,10 +82,14 @@ def scoring_notebook(chapter: str, submission_file: Path):
     new = nbformat.v4.new_code_cell
     cells = [new(f"import grader.trusted.scoring_kernel as {SCORER}\n"
                  f"{SCORER}.begin({str(submission_file)!r})")]
+    first_test = True
     for cell in source.cells:
         if cell.cell_type != "code":
             continue
         if is_test(cell):
+            if first_test:  # the answers, defined once before any test (stand_ins)
+                cells.append(new(f"{SCORER}.answers_defined()"))
+                first_test = False
             test = copy.deepcopy(cell)
             test.outputs, test.execution_count = [], None
             cells.append(test)
@@ -108,6 +112,17 @@ class Scored:
 
     notebook: object
     execution: Execution
+
+    def stopped(self) -> tuple[str, str] | None:
+        """(error name, message) when defining the answers stopped the submission before its
+        first test (see :func:`grader.trusted.stand_ins.define_first`)."""
+        for cell in self.notebook.cells:
+            if cell.cell_type == "code" and cell.source == f"{SCORER}.answers_defined()":
+                for output in cell.get("outputs", []):
+                    if output.get("ename") in ("AnswersEndedTheirProcess",
+                                               "AnswersDidNotFinish"):
+                        return output["ename"], output.get("evalue", "")
+        return None
 
     def tests(self) -> dict[str, object]:
         """grade id -> the executed test cell."""

@@ -25,7 +25,7 @@ import cloudpickle
 
 from commlab.cells import free_names
 
-from ..sandboxed.define import Answers, _Module, call_answer, defined
+from ..sandboxed.define import Answers, _Module, call_answer, define_only, defined
 
 # Names of the kernel's namespace the ranks never need: IPython's own, and the stand-ins
 # themselves (the student's cells define those).
@@ -130,3 +130,34 @@ def _as_raised(name: str, err: Exception) -> Exception:
     return RuntimeError(f"{name} raised {kind}: {message}" if message else str(err))
 
 
+
+
+class AnswersEndedTheirProcess(RuntimeError):
+    """Defining the answer cells ended the process that ran them (``os._exit``, a crash)."""
+
+
+class AnswersDidNotFinish(TimeoutError):
+    """Defining the answer cells never finished."""
+
+
+def define_first(book: Book) -> None:
+    """Define the submission's answers on one rank, before any test, as a kernel that runs the
+    notebook would: answer cells that end the process that runs them, or never finish, stop
+    the submission here (the grader's "kernel died" and "timed out")."""
+    from commlab import checks, launch
+    from commlab.errors import CollectiveTimeout, RankCrashed
+
+    try:
+        launch.run(define_only, 1, args=(book.bundle(),), backend="gloo",
+                   init_process_group=False, timeout=checks.GRADING_TIMEOUT)
+    except RankCrashed as exc:
+        raise AnswersEndedTheirProcess(
+            "Your answer cells ended the process that ran them when the grader defined them "
+            f"({next(iter(exc.signals.values()), 'it exited')}): no test could run. Remove "
+            "os._exit, sys.exit or whatever crashes at the top level of your answer cells."
+        ) from None
+    except CollectiveTimeout:
+        raise AnswersDidNotFinish(
+            f"Your answer cells did not finish within {checks.GRADING_TIMEOUT:g} s when the "
+            "grader defined them (a loop that never ends at the top level of a cell?): no test "
+            "could run.") from None

@@ -14,10 +14,12 @@ from nbgrader.utils import determine_grade, is_grade, is_solution
 class Status(enum.StrEnum):
     """What happened to a submission, as grades.csv writes it.
 
-    graded: every cell ran; timed out: a cell or a rank hung (interrupted at --cell-timeout, or
-    commlab's CollectiveTimeout), or the submission passed --limit; kernel died: the kernel
-    ended before the last cell (scored 0); tests tampered with: test cells were edited, deleted
-    or duplicated (restored from the source, and graded on them); missing: no readable notebook.
+    graded: every test ran; timed out: a test or a rank hung (interrupted at --cell-timeout, or
+    commlab's CollectiveTimeout), the answer cells never finished when the grader defined them,
+    or the submission passed --limit; kernel died: a kernel ended before the last test, or the
+    answer cells ended the process that defined them (scored 0); tests tampered with: test cells
+    were edited, deleted or duplicated (restored from the source, and graded on them); missing:
+    no readable notebook.
     """
 
     GRADED = "graded"
@@ -93,9 +95,13 @@ def judge(outcome: Outcome, notebook, scored, *, student, tampered: list[str]) -
     scoring = scored.execution
     outcome.notes += tampered + student.notes + scoring.notes
     outcome.cells = cell_scores(notebook, scored.tests())
+    stopped = scored.stopped()
+    if stopped is not None:  # the answers ended their process, or never finished, when defined
+        outcome.notes.append(stopped[1])
     # cells that never ran (a kernel died, or the limit came) have no error output, which
     # nbgrader would count as a pass: such a submission scores 0, as nbgrader drops it
-    died = student.died or scoring.died
+    died = student.died or scoring.died or (stopped is not None
+                                            and stopped[0] == "AnswersEndedTheirProcess")
     over_limit = student.over_limit or scoring.over_limit
     if died or over_limit:
         outcome.cells = dict.fromkeys(outcome.cells, 0.0)
@@ -110,7 +116,7 @@ def judge(outcome: Outcome, notebook, scored, *, student, tampered: list[str]) -
         outcome.status = Status.TIMED_OUT
     elif died:
         outcome.status = Status.KERNEL_DIED
-    elif hung:
+    elif hung or (stopped is not None and stopped[0] == "AnswersDidNotFinish"):
         outcome.status = Status.TIMED_OUT
     else:
         outcome.status = Status.TAMPERED if tampered else Status.GRADED

@@ -17,13 +17,49 @@ may also look at the ranks at each barrier (a grader counts what crossed the net
 from __future__ import annotations
 
 import os
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any
 
 PRIVATE, GO, EXIT, BARRIER, REPORT = b"P", b"G", b"X", b"B", b"R"
 # What a rank's report may weigh; anything longer is refused as the rank's failure.
-MAX_REPORT_BYTES = 256 * 2**20
+MAX_REPORT_BYTES = 64 * 2**20
+_LENGTH = struct.Struct("!i")  # how multiprocessing's connections frame a message
+
+
+class Frames:
+    """The launcher's reader of one rank's control pipe: it takes what the pipe holds now and
+    returns the whole messages in it, never waiting for the rest of one (a rank that announces
+    a long message and sends nothing more cannot make the launcher wait)."""
+
+    def __init__(self, connection: Any):
+        self.fd = connection.fileno()
+        self.buffer = bytearray()
+
+    def read(self) -> list[bytes] | None:
+        """The messages complete so far (None: the pipe closed). Raises ValueError for a
+        message longer than :data:`MAX_REPORT_BYTES`."""
+        try:
+            data = os.read(self.fd, 1 << 20)
+        except BlockingIOError:
+            data = None
+        except OSError:
+            return None
+        if data == b"":
+            return None
+        self.buffer += data or b""
+        messages = []
+        while len(self.buffer) >= _LENGTH.size:
+            (length,) = _LENGTH.unpack_from(self.buffer)
+            if not 0 <= length <= MAX_REPORT_BYTES:
+                raise ValueError(f"a message of {length} bytes, more than the "
+                                 f"{MAX_REPORT_BYTES} a report may hold")
+            if len(self.buffer) < _LENGTH.size + length:
+                break
+            messages.append(bytes(self.buffer[_LENGTH.size:_LENGTH.size + length]))
+            del self.buffer[:_LENGTH.size + length]
+        return messages
 
 
 class LauncherGone(RuntimeError):

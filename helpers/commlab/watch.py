@@ -35,6 +35,7 @@ class Watch:
         self.ranks, self.board, self.timeout = ranks, board, timeout
         self.barriers = barriers or control.Barriers()
         self.data_reports = data_reports
+        self.frames = {rank.rank: control.Frames(rank.control) for rank in ranks}
         self.waiting: dict[Any, tuple[RankProcess, str]] = {}
         for rank in ranks:
             self.waiting[rank.control] = (rank, "control")
@@ -80,8 +81,8 @@ class Watch:
                 if not capture.read(rank.output, kind, ready):
                     del self.waiting[ready]
                 continue
-            if kind == "control" and _receive(rank, ready, self.barriers, self.data_reports):
-                continue  # a barrier: the rank goes on, and so does its pipe
+            if kind == "control" and self._receive(rank):
+                continue  # barriers, or part of a message: the rank goes on, and its pipe
             del self.waiting[ready]
             news = True
             if kind == "exit":
@@ -99,26 +100,34 @@ class Watch:
                    for rank in self.ranks)
 
 
-def _receive(rank: RankProcess, connection: Any, barriers: control.Barriers,
-             data_reports: bool) -> bool:
-    """Take one message from a rank's control pipe; whether it was a barrier (the rank keeps
-    talking) rather than its report (or its pipe closing: it died)."""
-    try:
-        message = connection.recv_bytes(control.MAX_REPORT_BYTES + 1)
-    except (EOFError, OSError):
-        return False
-    kind, body = message[:1], message[1:]
-    if kind == control.BARRIER:
-        barriers.arrive(rank.rank, body.decode(errors="replace"))
+    def _receive(self, rank: RankProcess) -> bool:
+        """Take what a rank's control pipe holds; whether the rank goes on talking (barriers,
+        or a message not yet whole) rather than its report came (or its pipe closed: it died,
+        or it sent what cannot be read, which is its failure)."""
+        try:
+            messages = self.frames[rank.rank].read()
+        except ValueError as exc:
+            messages = [control.REPORT + b"?" + str(exc).encode()]
+        if messages is None:
+            return False
+        for message in messages:
+            kind, body = message[:1], message[1:]
+            if kind == control.BARRIER:
+                self.barriers.arrive(rank.rank, body.decode(errors="replace"))
+                continue
+            try:
+                if kind != control.REPORT:
+                    raise ValueError(f"an unknown message ({message[:20]!r}) on its control "
+                                     "pipe")
+                if body.startswith(b"?"):
+                    raise ValueError(body[1:].decode())
+                rank.report = worker.read_report(body, self.data_reports)
+            except Exception as exc:  # noqa: BLE001 - what cannot be read is the rank's failure
+                rank.report = worker.RankReport(failure=worker.RankFailure(
+                    type(exc).__name__, f"rank {rank.rank} sent back what cannot be read: "
+                    f"{str(exc)[:300]}", []))
+            return False
         return True
-    try:
-        if kind != control.REPORT:
-            raise ValueError(f"an unknown message ({message[:20]!r}) on its control pipe")
-        rank.report = worker.read_report(body, data_reports)
-    except Exception as exc:  # noqa: BLE001 - a report that cannot be read is the rank's failure
-        rank.report = worker.RankReport(failure=worker.RankFailure(
-            type(exc).__name__, f"rank {rank.rank} sent back what cannot be read: {exc}", []))
-    return False
 
 
 def _note_exit(rank: RankProcess) -> None:

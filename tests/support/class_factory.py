@@ -1,5 +1,9 @@
 """Submissions for the grader's tests and bench: a correct one of any chapter, and a class of
-chapter-00 submissions with one of each kind an instructor meets (and two hostile ones).
+chapter-00 submissions with one of each kind an instructor meets (and hostile ones).
+
+The grader runs a student's code only in the ranks that run their answer cells: a fault or an
+attack in another cell changes nothing, so the faults that must show (a process that dies, a
+loop that never ends, a process left behind, a walk of the file system) sit in answer cells.
 
 Each class entry: student (named for the case) -> (expected status, expected score or None when
 only the status matters).
@@ -48,8 +52,18 @@ def _with_answer(grade_id: str, source: str, base=None):
     return nb
 
 
-def _after(nb, grade_id: str, source: str):
-    nb.cells.insert(_cell_index(nb, grade_id) + 1, nbformat.v4.new_code_cell(source))
+def _after(nb, grade_id: str, source: str, outputs: list | None = None):
+    cell = nbformat.v4.new_code_cell(source)
+    cell.outputs = outputs or []
+    nb.cells.insert(_cell_index(nb, grade_id) + 1, cell)
+    return nb
+
+
+def _before_answer(grade_id: str, code: str, base=None):
+    """``base`` (default: correct) with ``code`` at the top of the answer cell ``grade_id``."""
+    nb = base if base is not None else correct()
+    index = _cell_index(nb, grade_id)
+    nb.cells[index].source = code + nb.cells[index].source
     return nb
 
 
@@ -201,11 +215,16 @@ def whoami():
     raise NotImplementedError()
 '''
 
-# The answer: looks for hidden tests, solutions and gradebooks from the ranks, and returns what
-# it found (the test's failure message shows it).
+# The answer: looks for hidden tests, solutions and gradebooks from the ranks, and tries the
+# network; returns what it found (the test's failure message shows it).
 SNOOPS_FROM_ITS_ANSWER = '''\
 def whoami():
-    import os, sys
+    import os, socket, sys
+    try:
+        socket.create_connection(("192.0.2.1", 80), timeout=2)
+        network = "reached"
+    except OSError as err:
+        network = type(err).__name__
     hidden = ("BEGIN " + "HIDDEN TESTS").encode()
     found, seen = [], 0
     for top, dirs, files in os.walk("/"):
@@ -223,7 +242,7 @@ def whoami():
                 course = hidden in data and b"commlab" in data
                 if course or (data.startswith(b"SQLite format 3") and b"00_launching" in data):
                     found.append(os.path.join(top, name))
-    return {"seen": seen, "found": found}
+    return {"seen": seen, "found": found, "network": network}
 '''
 
 
@@ -264,21 +283,25 @@ def cases(with_slow_cases: bool = True) -> dict[str, tuple[object, str | None, f
         # a rank waits in a collective nobody else makes: commlab stops it within 8 s
         "hangs_in_collective": (_with_answer("00-whoami", HANGS_IN_COLLECTIVE), "timed out",
                                 1.0),
-        "kills_kernel": (_after(correct(), "00-whoami", "import os\nos._exit(1)"),
+        # the answer cells end the process that defines them: no test can run
+        "kills_kernel": (_before_answer("00-whoami", "import os\nos._exit(1)\n"),
                          "kernel died", 0.0),
+        # a cell that is not an answer never runs: its faults change nothing
+        "exits_in_another_cell": (_after(correct(), "00-whoami", "import os\nos._exit(1)"),
+                                  "graded", full),
         "calls_sys_exit": (_after(correct(), "00-whoami", "import sys\nsys.exit(2)"), "graded",
                            full),
-        "prints_megabytes": (_after(correct(), "00-whoami", "print('x' * 3_000_000)"),
+        # handed in with 3 MB of output in a cell
+        "prints_megabytes": (_after(correct(), "00-whoami", "print('x' * 3_000_000)", [
+            nbformat.v4.new_output("stream", name="stdout", text="x" * 3_000_000)]),
                              "graded", full),
         "not_a_notebook": ("this is not a notebook", "missing", 0.0),
-        "snoops": (_after(_after(correct(), "00-whoami", SNOOP), "00-whoami", NETWORK),
-                   "graded", full),
-        "rewrites_scores": (_after(release(), "00-whoami", REWRITER), "graded", 0.0),
+        "rewrites_scores": (_before_answer("00-whoami", REWRITER, release()), "graded", 0.0),
         **_tampered(),
         **hostile(),
     }
     if with_slow_cases:
-        found["loops_forever"] = (_after(correct(), "00-whoami", "while True:\n    pass"),
+        found["loops_forever"] = (_before_answer("00-whoami", "while True:\n    pass\n"),
                                   "timed out", None)
     return found
 

@@ -1,0 +1,378 @@
+"""Hostile submissions, one attack each, on several chapters: what a student who wants the
+points without the work could hand in. :mod:`tests.test_forgery` grades them as a class.
+
+Each entry: student -> (chapter, notebook, the test cell the attack aims at). The attacks make
+no honest attempt: every one of them must score 0 on the test it aims at.
+"""
+
+from __future__ import annotations
+
+import nbformat
+
+from .class_factory import _cell_index, _with_answer, correct, release
+
+# --- recomputing what other ranks hold -----------------------------------------------------------
+
+RECOMPUTES_INPUTS = '''\
+def my_broadcast(tensor, src):
+    # every rank makes rank src's input itself, as the test's case function does
+    tensor.copy_(checks.private_tensor(src, tuple(tensor.shape), tensor.dtype))
+'''
+
+READS_THE_CALLER = '''\
+def my_broadcast(tensor, src):
+    # looks for rank src's data in the frames and objects of the rank's process
+    import gc, sys, torch
+    frame = sys._getframe(1)
+    while frame is not None:
+        for value in list(frame.f_locals.values()) + list(frame.f_globals.values()):
+            if isinstance(value, torch.Tensor) and value is not tensor \\
+                    and value.shape == tensor.shape and value.dtype == tensor.dtype:
+                tensor.copy_(value)
+        frame = frame.f_back
+    for value in gc.get_objects():
+        if isinstance(value, bytes) and len(value) == 32:  # other ranks' keys?
+            pass
+'''
+
+CALLS_THE_CHECKS = '''\
+def share_initial_weights(model_state, src=0):
+    # the test cell's own helpers: what it compares against
+    expected = initial_state(src, tuple(t.shape[1] for t in model_state.values())[:1])
+    for name, tensor in model_state.items():
+        tensor.copy_(expected[name])
+'''
+
+# --- forging the trace ---------------------------------------------------------------------------
+
+FORGES_ITS_TRACE = '''\
+def my_broadcast(tensor, src):
+    # no communication: records of the sends and receives the test wants, made up
+    import dataclasses
+    from commlab import trace
+    recorder = trace.current()
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    size = tensor.numel() * tensor.element_size()
+    peers = [p for p in range(world_size) if p != rank] if rank == src else [src]
+    for peer in peers:
+        op = "send" if rank == src else "recv"
+        recorder.calls.append(trace.Call(
+            op=op, index=1, seq=len(recorder.calls), rank=rank,
+            group_ranks=tuple(range(world_size)), root=peer,
+            tensors={"tensor": trace.TensorInfo.of(tensor)},
+            sent_to={peer: size} if op == "send" else {},
+            received_from={peer: size} if op == "recv" else {}))
+'''
+
+# my_all_reduce by gathering every rank's whole tensor (world_size / 2 times the bytes), with the
+# all_gather taken out of the trace and the two calls of the intended answer put in its place
+HIDES_AN_ALL_GATHER = '''\
+def my_all_reduce(tensor):
+    from commlab import trace
+    recorder = trace.current()
+    world_size = dist.get_world_size()
+    pieces = [torch.empty_like(tensor) for _ in range(world_size)]
+    dist.all_gather(pieces, tensor)
+    gathered = recorder.calls.pop()
+    tensor.copy_(sum(pieces))
+    chunk = -(-tensor.numel() // world_size)
+    whole = trace.TensorInfo.of(torch.empty(chunk * world_size, dtype=tensor.dtype))
+    part = trace.TensorInfo.of(torch.empty(chunk, dtype=tensor.dtype))
+    others = {p: part.nbytes for p in gathered.group_ranks if p != gathered.rank}
+    for op, tensors in (("reduce_scatter_tensor", {"output": part, "input": whole}),
+                        ("all_gather_into_tensor", {"output_tensor": whole,
+                                                    "input_tensor": part})):
+        recorder.calls.append(trace.Call(
+            op=op, index=1, seq=len(recorder.calls), rank=gathered.rank,
+            group_ranks=gathered.group_ranks, tensors=tensors, reduce_op="SUM"
+            if op.startswith("reduce") else None, sent_to=dict(others),
+            received_from=dict(others)))
+'''
+
+# --- channels other than the process group -------------------------------------------------------
+
+_SHARE = '''\
+def my_broadcast(tensor, src):
+    import time
+    rank = dist.get_rank()
+    data = tensor.numpy().tobytes()
+    if rank == src:
+        put(data)
+    else:
+        deadline = time.time() + 3
+        while time.time() < deadline:
+            got = take(len(data))
+            if got:
+                tensor.copy_(torch.frombuffer(bytearray(got), dtype=tensor.dtype)
+                             .reshape(tensor.shape))
+                return
+            time.sleep(0.05)
+'''
+
+SHARES_A_FILE = '''\
+import os
+def put(data):
+    for folder in ("/tmp", "/dev/shm", os.getcwd()):
+        try:
+            open(os.path.join(folder, "commlab-forgery"), "wb").write(data)
+        except OSError:
+            pass
+def take(size):
+    for folder in ("/tmp", "/dev/shm", os.getcwd()):
+        try:
+            return open(os.path.join(folder, "commlab-forgery"), "rb").read()
+        except OSError:
+            pass
+''' + _SHARE
+
+SHARES_MEMORY = '''\
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+KEY = 0x0C0FFEE
+def put(data):
+    shmid = libc.shmget(KEY, 4096, 0o1000 | 0o666)
+    address = libc.shmat(shmid, None, 0)
+    ctypes.memmove(address, data, len(data))
+def take(size):
+    shmid = libc.shmget(KEY, 4096, 0o666)
+    if shmid < 0:
+        return None
+    address = libc.shmat(shmid, None, 0)
+    return ctypes.string_at(address, size)
+''' + _SHARE
+
+SHARES_A_UNIX_SOCKET = '''\
+import socket
+def put(data):
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind("\\0commlab-forgery")
+    server.listen(8)
+    server.settimeout(3)
+    for _ in range(dist.get_world_size() - 1):
+        connection, _ = server.accept()
+        connection.sendall(data)
+def take(size):
+    try:
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect("\\0commlab-forgery")
+        return client.recv(size)
+    except OSError:
+        return None
+''' + _SHARE
+
+USES_THE_STORE = '''\
+def put(data):
+    dist.distributed_c10d._get_default_store().set("commlab-forgery", data)
+def take(size):
+    store = dist.distributed_c10d._get_default_store()
+    return store.get("commlab-forgery") if store.check(["commlab-forgery"]) else None
+''' + _SHARE
+
+OPENS_ITS_OWN_CONNECTION = '''\
+import socket
+PORT = 47123
+def put(data):
+    server = socket.create_server(("127.0.0.1", PORT))
+    server.settimeout(3)
+    for _ in range(dist.get_world_size() - 1):
+        connection, _ = server.accept()
+        connection.sendall(data)
+        connection.close()
+    server.close()
+def take(size):
+    try:
+        with socket.create_connection(("127.0.0.1", PORT), timeout=1) as client:
+            return client.recv(size)
+    except OSError:
+        return None
+''' + _SHARE
+
+SENDS_DATAGRAMS = '''\
+import socket
+PORT = 47124
+_mine = None
+def put(data):
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for _ in range(40):
+        sender.sendto(data, ("127.0.0.1", PORT))
+        __import__("time").sleep(0.05)
+def take(size):
+    global _mine
+    if _mine is None:
+        _mine = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        _mine.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        _mine.bind(("127.0.0.1", PORT))
+        _mine.settimeout(0.05)
+    try:
+        return _mine.recv(size)
+    except OSError:
+        return None
+''' + _SHARE
+
+# --- lying to the grader -------------------------------------------------------------------------
+
+# A report of its own on the rank's control pipe, before the real one: a test case it was not
+# given, with the values the visible case wants (world size and backend are no secret).
+LIES_IN_ITS_REPLY = '''\
+import os
+from commlab import control, plain
+def whoami():
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    fields = {"returned": [(99, {"rank": rank, "world_size": world_size,
+                                 "backend": dist.get_backend()}, 0, 0)],
+              "trace": [], "warnings": [], "failure": None, "groups": []}
+    control._channel.report(plain.dumps(fields))
+    return {"rank": rank, "world_size": world_size, "backend": dist.get_backend()}
+'''
+
+# A report that builds, in whoever unpickles it, a report of success for the visible case (whose
+# values are no secret): the rank host reads reports as data only, and this one is not.
+RUNS_CODE_IN_THE_HOST = '''\
+import pickle
+from commlab import control, worker
+class Forged:
+    def __reduce__(self):
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+        value = {"rank": rank, "world_size": world_size, "backend": dist.get_backend()}
+        return (worker.RankReport, ([(0, value, 0, 0)], [], [], None, []))
+def whoami():
+    control._channel.report(pickle.dumps(Forged()))
+    raise NotImplementedError()
+'''
+
+# --- what a submission may leave behind, and where it may write ----------------------------------
+
+LEAVES_IPC_BEHIND = '''\
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+shmid = libc.shmget(0x0BADCAFE, 4096, 0o1000 | 0o666)
+if shmid >= 0:
+    ctypes.memmove(libc.shmat(shmid, None, 0), b"left by a student", 17)
+for folder in ("/dev/shm", "/tmp", os.getcwd()):
+    try:
+        open(os.path.join(folder, "commlab-left-behind"), "w").write("left by a student")
+    except OSError:
+        pass
+
+def whoami():
+    raise NotImplementedError()
+'''
+
+FINDS_WHAT_WAS_LEFT = '''\
+def whoami():
+    import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    found = []
+    if libc.shmget(0x0BADCAFE, 4096, 0o666) >= 0:
+        found.append("a SysV segment")
+    for folder in ("/dev/shm", "/tmp", os.getcwd()):
+        if os.path.exists(os.path.join(folder, "commlab-left-behind")):
+            found.append(folder)
+    return {"found": found}
+'''
+
+WRITES_TO_TERMINALS = '''\
+def whoami():
+    import glob, os
+    reached = []
+    for path in ["/dev/tty", "/dev/console", "/dev/tty0", "/dev/ptmx", *glob.glob("/dev/pts/*"),
+                 *glob.glob("/dev/tty[0-9]*")]:
+        try:
+            with open(path, "w") as terminal:
+                terminal.write("commlab-forgery: a student writes here\\n")
+            reached.append(path)
+        except OSError:
+            pass
+    return {"reached": reached, "devices": sorted(os.listdir("/dev"))}
+'''
+
+# --- what a feedback page must not show ----------------------------------------------------------
+
+# what must not be in a page as markup (escaped, as text, they may)
+MARKERS = ("<script>alert('student-1')", "alert('student-2')", "<svg onload=",
+           "<img src=x onerror", "<script>student-4")
+
+
+def scripts_in_outputs():
+    """A correct notebook handed in with outputs and a Markdown cell that would run script in a
+    reader's browser."""
+    nb = correct("00_launching_ranks")
+    cell = nbformat.v4.new_code_cell("show()")
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={
+            "text/html": "<script>alert('student-1')</script>", "text/plain": "plain"}),
+        nbformat.v4.new_output("display_data", data={
+            "application/javascript": "alert('student-2')"}),
+        nbformat.v4.new_output("display_data", data={
+            "image/svg+xml": "<svg onload=\"alert('student-3')\"></svg>"}),
+        nbformat.v4.new_output("execute_result", execution_count=1, data={
+            "text/markdown": "<img src=x onerror=alert('student-5')>"}),
+    ]
+    nb.cells.insert(_cell_index(nb, "00-whoami") + 1, cell)
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(
+        "<script>student-4</script> and <img src=x onerror=alert('student-6')>"))
+    return nb
+
+
+# Right on the visible case (4 ranks, src 0), and on nothing else: prints what it was given.
+PRINTS_HIDDEN_CASES = '''\
+MARK = "HIDDEN-CASE" + "-MARKER"  # so that the page's copy of this cell does not hold it
+
+def my_broadcast(tensor, src):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    print(f"{MARK} world_size={world_size} src={src} shape={tuple(tensor.shape)}")
+    if world_size != 4 or src != 0 or tensor.dtype != torch.float32:
+        raise RuntimeError(f"{MARK} {world_size} {src} {tensor.dtype}")
+    if rank == src:
+        for dst in range(world_size):
+            if dst != src:
+                dist.send(tensor, dst=dst)
+    else:
+        dist.recv(tensor, src=src)
+'''
+
+
+def students() -> dict[str, tuple[str, object, str]]:
+    """student -> (chapter, notebook, grade id of the test the attack aims at)."""
+    broadcast = "01_broadcast"
+
+    def answer(chapter: str, grade_id: str, source: str, base=None):
+        return _with_answer(grade_id, source, base if base is not None else release(chapter))
+
+    found = {
+        "recomputes_inputs": (broadcast, answer(broadcast, "01-my-broadcast", RECOMPUTES_INPUTS),
+                              "01-my-broadcast-test"),
+        "reads_the_caller": (broadcast, answer(broadcast, "01-my-broadcast", READS_THE_CALLER),
+                             "01-my-broadcast-test"),
+        "calls_the_checks": (broadcast, answer(broadcast, "01-share-initial-weights",
+                                               CALLS_THE_CHECKS),
+                             "01-share-initial-weights-test"),
+        "forges_its_trace": (broadcast, answer(broadcast, "01-my-broadcast", FORGES_ITS_TRACE),
+                             "01-my-broadcast-test"),
+        "hides_an_all_gather": ("06_all_reduce", answer("06_all_reduce", "06-my-all-reduce",
+                                                        HIDES_AN_ALL_GATHER),
+                                "06-my-all-reduce-test"),
+        "lies_in_its_reply": ("00_launching_ranks", answer("00_launching_ranks", "00-whoami",
+                                                           LIES_IN_ITS_REPLY), "00-whoami-test"),
+        "runs_code_in_the_host": ("00_launching_ranks", answer(
+            "00_launching_ranks", "00-whoami", RUNS_CODE_IN_THE_HOST), "00-whoami-test"),
+        "leaves_ipc_behind": ("00_launching_ranks", answer("00_launching_ranks", "00-whoami",
+                                                           LEAVES_IPC_BEHIND), "00-whoami-test"),
+        "looks_for_what_was_left": ("00_launching_ranks", answer(
+            "00_launching_ranks", "00-whoami", FINDS_WHAT_WAS_LEFT), "00-whoami-test"),
+        "writes_to_terminals": ("00_launching_ranks", answer(
+            "00_launching_ranks", "00-whoami", WRITES_TO_TERMINALS), "00-whoami-test"),
+        "prints_hidden_cases": (broadcast, answer(broadcast, "01-my-broadcast",
+                                                  PRINTS_HIDDEN_CASES), "01-my-broadcast-test"),
+        "scripts_in_outputs": ("00_launching_ranks", scripts_in_outputs(), ""),
+    }
+    for name, channel in (("shares_a_file", SHARES_A_FILE), ("shares_memory", SHARES_MEMORY),
+                          ("shares_a_unix_socket", SHARES_A_UNIX_SOCKET),
+                          ("uses_the_store", USES_THE_STORE),
+                          ("opens_its_own_connection", OPENS_ITS_OWN_CONNECTION),
+                          ("sends_datagrams", SENDS_DATAGRAMS)):
+        found[name] = (broadcast, answer(broadcast, "01-my-broadcast", channel),
+                       "01-my-broadcast-test")
+    return found
