@@ -49,3 +49,37 @@ def test_other_temporary_folders_are_empty(tmp_path):
 def test_only_loopback_is_up(tmp_path):
     done = _inside(tmp_path, "import socket; print(socket.if_nameindex())")
     assert "'lo'" in done.stdout and "eth" not in done.stdout, done.stderr
+
+
+def test_system_folders_and_the_root_are_read_only_even_for_root(tmp_path):
+    done = _inside(tmp_path, "\n".join([
+        "import os",
+        "for path in ('/usr/commlab-x', '/etc/commlab-x', '/commlab-x', '/tmp/commlab-x'):",
+        "    try:",
+        "        open(path, 'w')",
+        "        print('wrote', path)",
+        "    except OSError as err:",
+        "        print('refused', path, err.strerror)"]))
+    assert "wrote" not in done.stdout and done.stdout.count("Read-only file system") == 4, \
+        done.stdout + done.stderr
+
+
+def test_dev_holds_no_terminal_or_disk(tmp_path):
+    done = _inside(tmp_path, "import os; print(sorted(os.listdir('/dev')))")
+    shown = eval(done.stdout.strip())  # noqa: S307 - a list the test itself printed
+    assert {"null", "zero", "urandom", "shm"} <= set(shown), done.stderr
+    assert not {"tty", "console", "pts", "ptmx", "kmsg", "mem"} & set(shown), shown
+
+
+def test_shared_memory_made_inside_is_gone_with_the_sandbox(tmp_path):
+    code = ("import ctypes; libc = ctypes.CDLL(None)\n"
+            "print(libc.shmget(0x5A5A5A, 4096, 0o1000 | 0o666) >= 0)\n"
+            "open('/dev/shm/commlab-x', 'w').write('x')")
+    done = _inside(tmp_path, code)
+    assert done.stdout.strip() == "True", done.stderr
+    listed = subprocess.run(["ipcs", "-m"], capture_output=True, text=True).stdout
+    assert "0x005a5a5a" not in listed
+    assert not Path("/dev/shm/commlab-x").exists()
+    again = _inside(tmp_path, "import ctypes; print(ctypes.CDLL(None).shmget(0x5A5A5A, 4096, "
+                              "0o666))")
+    assert again.stdout.strip() == "-1", again.stderr

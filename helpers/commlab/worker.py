@@ -7,9 +7,10 @@ milliseconds and can use CUDA even when the notebook's kernel already did. It:
 2. lets a grader seal it (:data:`BEFORE_RANK`), and takes its private input if the launch has
    them (:mod:`commlab.control`);
 3. takes the notebook's environment, ``sys.path`` and working directory (:class:`LaunchSpec`);
-4. installs the trace and sets up the process group (unless the function does it), *then*
-   unpickles the student's function, so that it finds the traced ``torch.distributed``
-   functions, and calls ``fn(rank, world_size, *args)``;
+4. installs the trace, *then* unpickles the student's function, so that it finds the traced
+   ``torch.distributed`` functions, sets up the process group (unless the function does it) and
+   calls ``fn(rank, world_size, *args)``; for a grader, the group comes first and the function
+   is unpickled only after a barrier, so that nothing of it runs before the grader counts;
 5. sends one :class:`RankReport` on its control pipe and waits for the launcher's word before
    tearing the group down, so that a rank that finishes early never closes connections a slower
    peer still needs.
@@ -134,6 +135,8 @@ def main(spec: LaunchSpec, rank: int, connection: Any, out_pipe: Any, err_pipe: 
 
 
 def _call(spec: LaunchSpec, rank: int, board: status.RankBoard) -> Any:
+    if not spec.windows:
+        fn, args = cloudpickle.loads(spec.payload)
     backend.set_current_device(backend.pick_device(spec.backend, rank, spec.world_size))
     if spec.init_process_group:
         import torch.distributed as dist
@@ -141,10 +144,11 @@ def _call(spec: LaunchSpec, rank: int, board: status.RankBoard) -> Any:
         dist.init_process_group(spec.group_backend, rank=rank, world_size=spec.world_size,
                                 timeout=timedelta(seconds=spec.pg_timeout))
     board.set_phase(status.RUNNING)
-    if spec.windows:  # what runs from here on is the function's: a grader watches it
+    if spec.windows:
+        # a grader counts the network from here on: nothing of the function's, not even its
+        # module-level code, has run before (and a hang in that code counts against `timeout`)
         control.barrier(control.WINDOW + "start")
-    # unpickled only now: a hang in the function's module-level code counts against `timeout`
-    fn, args = cloudpickle.loads(spec.payload)
+        fn, args = cloudpickle.loads(spec.payload)
     return fn(rank, spec.world_size, *args)
 
 
