@@ -562,3 +562,15 @@ def test_roster_name_with_quotes_commas_and_a_line_break_is_one_student(tmp_path
     result = collect(tmp_path, make_zip(tmp_path / "canvas.zip", CANVAS), roster=roster)
     assert result.roster == ["leebo_2001", "fanal_2002", "pointspossible_2003"]
     assert result.identities["leebo_2001"]["student"] == 'Nguyen, "Bo"\nTran'
+
+
+def test_roster_rows_whose_usernames_differ_only_in_case_are_two_students(tmp_path):
+    source = make_zip(tmp_path / "bb.zip", {
+        "Chapter 1_jdoe_attempt_2026-10-01-10-00-00_01_broadcast.ipynb": notebook("jdoe")})
+    roster = tmp_path / "gradecenter.csv"
+    roster.write_text('"Last Name","First Name","Username"\n'
+                      '"Doe","Jane","JDoe"\n"Doe","Jane","jdoe"\n')
+    result = collect(tmp_path, source, roster=roster)
+    assert result.identities["jdoe"]["username"] == "jdoe"
+    (other,) = missing(result)
+    assert result.identities[other]["username"] == "JDoe"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,7 +65,10 @@ def _read_roster(path: Path) -> list[_Member]:
         return [_Member(ids=(line.strip(),), names=(line.strip(),), fallback=_key(line))
                 for line in lines]
     # from the header on, as CSV: a quoted name may hold a line break, or start with "#"
-    return _read_csv(path, text[text.index(lines[0]):], delimiter)
+    before = text.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(before)
+                 if line.strip() and not line.lstrip().startswith("#"))
+    return _read_csv(path, "".join(before[start:]), delimiter)
 
 
 def _read_csv(path: Path, text: str, delimiter: str) -> list[_Member]:
@@ -115,26 +118,21 @@ def _match_roster(members: list[_Member], people: dict[str, _Person], layout: st
     """Each roster student under the name their files have, or would have had; what the
     roster's row says of them goes into ``identities``.
 
-    By id first: as the LMS wrote it, then regardless of case where that names one student.
-    Then by name, accents kept, then without them: a row and a student are matched only when
-    each is the other's one fit, so "René" on the roster never takes the submission of "Rene",
-    whom the roster names too. A row matched to no one keeps the name its files would have had,
-    made distinct from every other student's."""
+    A row and a student are matched only when each is the other's one fit, first by id as the
+    LMS wrote it, then by id regardless of case, then by name with accents, then without them:
+    "René" on the roster never takes the submission of "Rene", whom the roster names too, and
+    "JDoe"'s row never takes "jdoe"'s. A row matched to no one keeps the name its files would
+    have had, made distinct from every other student's."""
+    members = list({(m.ids, m.names, tuple(sorted(m.row.items()))): m
+                    for m in members}.values())  # the same row twice is one student
     found: dict[int, str] = {}
-    exact: dict[str, set[str]] = defaultdict(set)
-    folded: dict[str, set[str]] = defaultdict(set)
-    for student, person in people.items():
-        for i in person.ids:
-            exact[i].add(student)
-            folded[i.casefold()].add(student)
-    for n, member in enumerate(members):
-        for table, fold in ((exact, str), (folded, str.casefold)):
-            fits = set().union(*(table.get(fold(i), set()) for i in member.ids))
-            if len(fits) == 1:
-                found[n] = fits.pop()
-                break
+    _pair(members, people, found, lambda m: m.ids, lambda p: p.ids)
+    _pair(members, people, found, lambda m: {i.casefold() for i in m.ids},
+          lambda p: {i.casefold() for i in p.ids})
     for accents in (True, False):
-        _match_names(members, people, found, accents)
+        def forms(names, accents=accents):
+            return {f for name in names for f in _name_forms(name, accents=accents)}
+        _pair(members, people, found, lambda m: forms(m.names), lambda p: forms(p.names))
     students = []
     taken = {s.casefold(): f"files {s}" for s in people}
     for n, member in enumerate(members):
@@ -151,24 +149,19 @@ def _match_roster(members: list[_Member], people: dict[str, _Person], layout: st
     return list(dict.fromkeys(students))
 
 
-def _match_names(members: list[_Member], people: dict[str, _Person], found: dict[int, str],
-                 accents: bool) -> None:
-    """Match, by name, the rows and students not matched yet, where each is the other's only
-    fit."""
+def _pair(members: list[_Member], people: dict[str, _Person], found: dict[int, str],
+          of_member, of_person) -> None:
+    """Match the rows and students not matched yet that share a key (``of_member``,
+    ``of_person``: a row's keys, a student's), where each is the other's only fit."""
     matched = set(found.values())
-    by_form: dict[str, set[str]] = defaultdict(set)
+    by_key: dict[str, set[str]] = defaultdict(set)
     for student, person in people.items():
         if student not in matched:
-            for name in person.names:
-                for form in _name_forms(name, accents=accents):
-                    by_form[form].add(student)
-    fits = {n: set().union(*(by_form.get(form, set()) for name in member.names
-                             for form in _name_forms(name, accents=accents)))
+            for key in of_person(person):
+                by_key[key].add(student)
+    fits = {n: set().union(*(by_key.get(key, set()) for key in of_member(member)))
             for n, member in enumerate(members) if n not in found}
-    claimed: dict[str, int] = defaultdict(int)
-    for students in fits.values():
-        for student in students:
-            claimed[student] += 1
+    claimed = Counter(student for students in fits.values() for student in students)
     for n, students in fits.items():
         if len(students) == 1 and claimed[next(iter(students))] == 1:
             found[n] = students.pop()
