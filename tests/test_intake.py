@@ -4,6 +4,7 @@ from the zips Canvas, Moodle and Blackboard really make, and every file not used
 
 from __future__ import annotations
 
+import re
 import zipfile
 from pathlib import Path
 
@@ -440,3 +441,136 @@ def test_missing_roster_says_what_to_give(tmp_path):
     with pytest.raises(intake.IntakeError, match="cannot read the roster .* one student a line"):
         collect(tmp_path, make_zip(tmp_path / "canvas.zip", CANVAS),
                 roster=tmp_path / "roster.txt")
+
+
+# --- names the students chose -------------------------------------------------------------------
+
+SAFE_FOLDER = r"[A-Za-z0-9._-]{1,80}"
+
+
+def content(submission: intake.Submission) -> str:
+    """What a notebook made by :func:`notebook` says."""
+    return nbformat.reads(submission.path.read_text(), as_version=4).cells[0].source
+
+
+def test_names_that_differ_only_in_case_or_accents_get_folders_of_their_own(tmp_path):
+    names = ["Kim", "kim", "José", "Jose", "张伟", "王芳", "Jane Doe"]
+    source = make_zip(tmp_path / "class.zip", {f"{name}/01_broadcast/01_broadcast.ipynb":
+                                               notebook(name) for name in names})
+    result = collect(tmp_path, source)
+    folders = [s.student for s in result.submissions]
+    assert len(folders) == len({f.casefold() for f in folders}) == len(names)
+    assert all(re.fullmatch(SAFE_FOLDER, f) for f in folders)
+    folder = {content(s): s.student for s in result.submissions}
+    # a name that is its own folder name keeps it; the others get their name's digest
+    assert (folder["Jose"], folder["Jane Doe"]) == ("Jose", "Jane_Doe")
+    assert re.fullmatch(r"Jose_[0-9a-f]{6}", folder["José"])
+    assert re.fullmatch(r"student_[0-9a-f]{6}", folder["张伟"])
+
+
+def test_a_students_folder_is_the_same_whoever_else_is_in_the_class(tmp_path):
+    alone = collect(tmp_path, make_zip(tmp_path / "a.zip", {
+        "José/01_broadcast/01_broadcast.ipynb": notebook("x")}))
+    together = collect(tmp_path, make_zip(tmp_path / "b.zip", {
+        "José/01_broadcast/01_broadcast.ipynb": notebook("x"),
+        "Jose/01_broadcast/01_broadcast.ipynb": notebook("y")}))
+    assert alone.submissions[0].student in {s.student for s in together.submissions}
+
+
+def test_usernames_that_differ_only_in_case_are_two_students(tmp_path):
+    source = make_zip(tmp_path / "bb.zip", {
+        "Chapter 1_jdoe_attempt_2026-10-01-10-00-00_01_broadcast.ipynb": notebook("jdoe"),
+        "Chapter 1_JDoe_attempt_2026-10-01-10-00-00_01_broadcast.ipynb": notebook("JDoe")})
+    folder = {content(s): s.student for s in collect(tmp_path, source).submissions}
+    assert re.fullmatch(r"jdoe_[0-9a-f]{6}", folder["jdoe"])
+    assert re.fullmatch(r"JDoe_[0-9a-f]{6}", folder["JDoe"])
+
+
+def test_a_name_too_long_for_the_disk_is_unpacked_and_read_by_its_name_in_the_zip(tmp_path):
+    name = "王" * 60 + " " + "王" * 40  # 303 bytes: more than a file name may have
+    folder = f"{name}_4260_assignsubmission_file_"
+    result = collect(tmp_path, make_zip(tmp_path / "moodle.zip", {
+        f"{folder}/01_broadcast.ipynb": notebook("long")}))
+    assert graded(result) == {"4260/01_broadcast": f"{folder}/01_broadcast.ipynb"}
+    assert result.identities["4260"]["full name"] == name
+    assert content(result.submissions[0]) == "long"
+
+
+def test_a_very_long_latin_name_is_cut_in_the_folder_name(tmp_path):
+    name = "Maximiliana " * 20
+    result = collect(tmp_path, make_zip(tmp_path / "moodle.zip", {
+        f"{name.strip()}_4261_assignsubmission_file_/01_broadcast.ipynb": notebook("x")}))
+    (student,) = {s.student for s in result.submissions}
+    assert re.fullmatch(SAFE_FOLDER, student) and student.endswith("_4261")
+
+
+def test_a_formula_in_a_moodle_name_leaves_a_plain_folder_name(tmp_path):
+    result = collect(tmp_path, make_zip(tmp_path / "moodle.zip", {
+        '=HYPERLINK("http:x";"click")_4242_assignsubmission_file_/01_broadcast.ipynb':
+            notebook("x")}))
+    assert list(graded(result)) == ["HYPERLINK_http_x_click_4242/01_broadcast"]
+    assert result.identities["HYPERLINK_http_x_click_4242"]["full name"] == (
+        '=HYPERLINK("http:x";"click")')
+
+
+def test_files_not_used_are_listed_without_their_control_characters(tmp_path):
+    source = make_zip(tmp_path / "class.zip", {"notes\x1b[2J\nmore.txt": "x"})
+    report = collect(tmp_path, source).report()
+    assert "notes\\x1b[2J\\nmore.txt: not a notebook" in report
+    assert "\x1b" not in report
+
+
+def test_roster_name_in_another_script_is_never_matched_to_another_students_files(tmp_path):
+    for name in ("张伟", "Kim"):
+        path = tmp_path / "class" / name / "01_broadcast" / "01_broadcast.ipynb"
+        path.parent.mkdir(parents=True)
+        path.write_text(notebook(name))
+    roster = tmp_path / "participants.csv"
+    roster.write_text("First name,Last name,Email address\n"
+                      "芳,王,wang@example.org\n伟,张,zhang@example.org\nKim,,kim@example.org\n",
+                      encoding="utf-8")
+    result = collect(tmp_path, tmp_path / "class", roster=roster)
+    zhang = next(s.student for s in result.submissions if content(s) == "张伟")
+    assert result.identities[zhang]["email address"] == "zhang@example.org"
+    assert len(result.roster) == 3 and len(missing(result)) == 1
+    (wang,) = missing(result)
+    assert result.identities[wang]["email address"] == "wang@example.org"
+
+
+def test_roster_row_takes_the_submission_of_its_one_student_only(tmp_path):
+    # René handed nothing in; Rene did: René's row must not take Rene's submission
+    path = tmp_path / "class" / "Rene Lopez" / "01_broadcast" / "01_broadcast.ipynb"
+    path.parent.mkdir(parents=True)
+    path.write_text(notebook("Rene"))
+    roster = tmp_path / "participants.csv"
+    roster.write_text("First name,Last name,Email address\n"
+                      "René,López,rene1@example.org\nRene,Lopez,rene2@example.org\n",
+                      encoding="utf-8")
+    result = collect(tmp_path, tmp_path / "class", roster=roster)
+    assert result.identities["Rene_Lopez"]["email address"] == "rene2@example.org"
+    (rene_accented,) = missing(result)
+    assert rene_accented != "Rene_Lopez"
+    assert result.identities[rene_accented]["email address"] == "rene1@example.org"
+
+
+def test_roster_name_with_quotes_commas_and_a_line_break_is_one_student(tmp_path):
+    roster = tmp_path / "gradebook.csv"
+    roster.write_text('Student,ID,SIS User ID,SIS Login ID,Section\n'
+                      '"Nguyen, ""Bo""\nTran",2001,S-2,btran,A\n'
+                      '"#fan, Al",2002,S-3,afan,A\n'
+                      'Points Possible,2003,S-4,pposs,A\n')
+    result = collect(tmp_path, make_zip(tmp_path / "canvas.zip", CANVAS), roster=roster)
+    assert result.roster == ["leebo_2001", "fanal_2002", "pointspossible_2003"]
+    assert result.identities["leebo_2001"]["student"] == 'Nguyen, "Bo"\nTran'
+
+
+def test_roster_rows_whose_usernames_differ_only_in_case_are_two_students(tmp_path):
+    source = make_zip(tmp_path / "bb.zip", {
+        "Chapter 1_jdoe_attempt_2026-10-01-10-00-00_01_broadcast.ipynb": notebook("jdoe")})
+    roster = tmp_path / "gradecenter.csv"
+    roster.write_text('"Last Name","First Name","Username"\n'
+                      '"Doe","Jane","JDoe"\n"Doe","Jane","jdoe"\n')
+    result = collect(tmp_path, source, roster=roster)
+    assert result.identities["jdoe"]["username"] == "jdoe"
+    (other,) = missing(result)
+    assert result.identities[other]["username"] == "JDoe"

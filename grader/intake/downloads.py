@@ -19,13 +19,19 @@ has; naming a layout reads every file by that one (and ``<student>/<chapter>/`` 
   ``<Assignment>_<username>_attempt_<timestamp>.txt`` per attempt. The student is the username
   (read from the receipt when the username itself holds a ``_``).
 
+A student's folder name (OUT's ``feedback/<student>/``, nbgrader's student id) is made of
+``[A-Za-z0-9._-]`` whatever the LMS's name holds (see :mod:`grader.intake.names`): two students
+never share one, not even when their names differ only in case or accents, and a name longer
+than the disk takes is unpacked under a shorter one and read by its name in the zip.
+
 The chapter comes from the student's file name, whatever its case, a browser's ``(1)`` or a word
 added (``01_Broadcast (1).ipynb``, ``broadcast_final.ipynb``, ``06.ipynb``); a name that fits no
 chapter or several is skipped as "cannot tell which chapter". When several files give one
 student's chapter, the newest wins: Blackboard's attempt timestamp, then Canvas's ``-N``, then
 the file's time (in the zip or the folder); the rest are listed as older attempts or duplicates.
 
-Rosters (``roster=FILE``), matched to the students found by LMS id first, then by name:
+Rosters (``roster=FILE``), matched to the students found by LMS id first, then by name, one row
+to one student (see :func:`grader.intake.roster._match_roster`):
 
 - one student a line, as the layout names them (``kim``, ``smithjane_1234``, ``jdoe2``) or an id
   or a full name; blank lines and ``#`` comments are ignored;
@@ -54,7 +60,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .errors import IntakeError
-from .names import _ascii, _norm, _person, _safe
+from .names import _ascii, _key, _person, one_line
+from .names import _digest as _name_digest
 from .roster import _match_roster, _Person, _read_roster
 
 LAYOUTS = ("folders", "canvas", "moodle", "blackboard", "flat")
@@ -104,12 +111,18 @@ class Intake:
         students = {s.student for s in self.submissions}
         lines = [f"{len(self.submissions)} submissions from {len(students)} students "
                  f"({self.layout} layout), {len(self.skipped)} file(s) not used"]
-        lines += [f"  not used: {s.name}: {s.why}" for s in self.skipped]
+        lines += [f"  not used: {_printable(s.name)}: {s.why}" for s in self.skipped]
         if self.roster is not None:
             absent = [s for s in self.roster if s not in students]
             lines.append(f"{len(absent)} of {len(self.roster)} students on the roster submitted "
                          f"nothing" + (": " + ", ".join(absent) if absent else ""))
         return "\n".join(lines)
+
+
+def _printable(name: str) -> str:
+    """A file's name as the terminal shows it: a control character (a line break, an escape
+    sequence that would recolour or move the cursor) as its code, ``\\x1b``."""
+    return "".join(c if one_line(c) == c else ascii(c)[1:-1] for c in name)
 
 
 @dataclass
@@ -122,7 +135,8 @@ class _Reading:
     preferred: bool = True            # folders: named after the chapter folder it is in
     when: tuple = ("", 0, 0)          # the LMS's order: (attempt timestamp, -N, submission id)
     ids: tuple = ()
-    names: tuple = ()
+    names: tuple = ()                 # the names the LMS gives the student, as it wrote them
+    who: str = ""                     # the one student ``student`` was made for, for ``_apart``
     identity: dict = field(default_factory=dict)  # what the file's name says of the student
 
 
@@ -142,18 +156,20 @@ def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "aut
         raise IntakeError(f"unknown LMS layout {lms!r}: use one of auto, {', '.join(LAYOUTS)}")
     members = _read_roster(Path(roster)) if roster is not None else None  # before a long unzip
     skipped: list[Skipped] = []
-    root = _unpack(Path(source), Path(scratch), skipped)
-    files = _listing(root, skipped)
+    root, originals = _unpack(Path(source), Path(scratch), skipped)
+    files = _listing(root, skipped, originals)
     layout = _recognise(files, chapters) if lms == "auto" else lms
     readers = _READERS[layout]
     if lms == "auto":  # a download merged from several: each file as its name says
         readers = tuple(dict.fromkeys(readers + sum(_READERS.values(), ())))
+    readings = [(rel, path, next(filter(None, (read(rel, path, chapters) for read in readers)),
+                                 None)) for rel, path in files]
+    _apart([reading for _, _, reading in readings if reading and reading.student])
     candidates: list[_Candidate] = []
     people: dict[str, _Person] = defaultdict(_Person)
-    for rel, path in files:
-        reading = next(filter(None, (read(rel, path, chapters) for read in readers)), None)
+    for rel, path, reading in readings:
         if reading and reading.student:
-            people[reading.student].ids.update(i.lower() for i in (reading.student, *reading.ids))
+            people[reading.student].ids.update((reading.student, *reading.ids))
             people[reading.student].names.update(reading.names)
             people[reading.student].identity.update(reading.identity)
         why = _why_unusable(rel, reading, layout)
@@ -170,6 +186,19 @@ def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "aut
     students = None if members is None else _match_roster(members, people, layout, identities)
     return Intake(submissions, sorted(skipped, key=lambda s: s.name), layout, students,
                   identities)
+
+
+def _apart(readings: list[_Reading]) -> None:
+    """Give students whose folder names differ only in case (or a name that is another's
+    folder name with its digest) each their own: the name and 6 characters of the SHA-256 of
+    who they are. A disk that ignores case (macOS, Windows) would otherwise put them in one
+    folder."""
+    made_for: dict[str, set[str]] = defaultdict(set)
+    for reading in readings:
+        made_for[reading.student.casefold()].add(reading.who or reading.student)
+    for reading in readings:
+        if len(made_for[reading.student.casefold()]) > 1:
+            reading.student = f"{reading.student}_{_name_digest(reading.who or reading.student)}"
 
 
 def _why_unusable(rel: PurePosixPath, reading: _Reading | None, layout: str) -> str:
@@ -191,10 +220,13 @@ def _why_unusable(rel: PurePosixPath, reading: _Reading | None, layout: str) -> 
 
 # --- unpacking and listing ----------------------------------------------------------------------
 
-def _unpack(source: Path, scratch: Path, skipped: list[Skipped]) -> Path:
-    """The folder to read: ``source`` itself, or where its zip was unpacked under ``scratch``."""
+def _unpack(source: Path, scratch: Path,
+            skipped: list[Skipped]) -> tuple[Path, dict[str, str]]:
+    """The folder to read: ``source`` itself, or where its zip was unpacked under ``scratch``;
+    and the names in the zip of the files unpacked under shorter ones (path under the folder ->
+    name in the zip)."""
     if source.is_dir():
-        return source
+        return source, {}
     if not source.is_file():
         raise IntakeError(f"SUBMISSIONS {source} does not exist: give the folder of submissions "
                           "or the zip downloaded from the LMS")
@@ -204,19 +236,31 @@ def _unpack(source: Path, scratch: Path, skipped: list[Skipped]) -> Path:
                           "that zip, the download is incomplete: download it again)")
     scratch.mkdir(parents=True, exist_ok=True)
     target = Path(tempfile.mkdtemp(prefix="unzipped-", dir=scratch))
+    originals: dict[str, str] = {}
     try:
         with zipfile.ZipFile(source) as archive:
             for member in archive.infolist():
-                _extract(archive, member, target, skipped)
+                _extract(archive, member, target, skipped, originals)
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
         raise IntakeError(f"SUBMISSIONS {source} is a damaged or unsupported zip ({exc}): download "
                           "it again from the LMS, or unzip it with another tool and give the "
                           "folder") from exc
-    return target
+    return target, originals
+
+
+# A file name the disk takes (ext4's and most others' limit, in bytes). Moodle's folder per
+# student holds the full name: 200 characters of a non-Latin script are 600 bytes.
+LONGEST_NAME = 255
+
+
+def _on_disk(part: str) -> str:
+    if len(part.encode("utf-8", "surrogateescape")) <= LONGEST_NAME:
+        return part
+    return "long-name-" + hashlib.sha256(part.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 def _extract(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path,
-             skipped: list[Skipped]) -> None:
+             skipped: list[Skipped], originals: dict[str, str]) -> None:
     name = member.filename.replace("\\", "/")
     parts = PurePosixPath(name).parts
     if name.startswith("/") or ".." in parts or re.match(r"[A-Za-z]:", name):
@@ -225,7 +269,10 @@ def _extract(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path,
         return
     if member.is_dir() or not parts:
         return
-    dest = target.joinpath(*parts)
+    on_disk = [_on_disk(part) for part in parts]
+    dest = target.joinpath(*on_disk)
+    if on_disk != list(parts):  # read by the name in the zip, kept on disk under a shorter one
+        originals["/".join(on_disk)] = "/".join(parts)
     if dest.exists():
         skipped.append(Skipped(member.filename, "a second entry of the same name in the zip: "
                                "the first one is used"))
@@ -237,12 +284,15 @@ def _extract(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path,
     os.utime(dest, (stamp, stamp))
 
 
-def _listing(root: Path, skipped: list[Skipped]) -> list[tuple[PurePosixPath, Path]]:
-    """Every file under ``root`` but the operating systems' and Jupyter's own."""
+def _listing(root: Path, skipped: list[Skipped],
+             originals: dict[str, str]) -> list[tuple[PurePosixPath, Path]]:
+    """Every file under ``root`` but the operating systems' and Jupyter's own, each by its name
+    in the download (``originals``: the names of those kept under shorter ones)."""
     files = []
     inside = root.resolve()
     for path in sorted(root.rglob("*")):
-        rel = PurePosixPath(path.relative_to(root).as_posix())
+        on_disk = path.relative_to(root).as_posix()
+        rel = PurePosixPath(originals.get(on_disk, on_disk))
         if path.is_dir():
             continue
         if "__MACOSX" in rel.parts or rel.name.startswith("._") or rel.name == ".DS_Store":
@@ -286,7 +336,7 @@ def _read_canvas(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Readin
         file, again = numbered["stem"] + numbered["ext"], int(numbered["n"])
     return _Reading(student=_person(match["name"], match["id"]), file=file,
                     when=("", again, int(match["submission"])), ids=(match["id"],),
-                    names=(_norm(match["name"]),),
+                    names=(match["name"],), who=f"canvas {match['id']}",
                     identity={"id": match["id"], "student": match["name"]})
 
 
@@ -296,7 +346,7 @@ def _read_moodle(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Readin
         if match and (match["file"] or index < len(rel.parts) - 1):
             return _Reading(student=_person(match["name"], match["id"]),
                             file=match["file"] or rel.name, ids=(match["id"],),
-                            names=(_norm(match["name"]),),
+                            names=(match["name"],), who=f"moodle {match['id']}",
                             identity={"identifier": f"Participant {match['id']}",
                                       "full name": match["name"]})
     return None
@@ -310,9 +360,9 @@ def _read_blackboard(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Re
     prefix = rel.name[: match.end("time")]
     receipt = _receipt_name(path.with_name(prefix + ".txt"))
     if receipt and prefix.endswith(f"_{receipt[1]}_attempt_{match['time']}"):
-        user, names = receipt[1], (_norm(receipt[0]),)  # a username with "_" in it
-    reading = _Reading(student=_safe(user), file=match["file"] or "", ids=(user,), names=names,
-                       when=(match["time"], 0, 0),
+        user, names = receipt[1], (receipt[0],)  # a username with "_" in it
+    reading = _Reading(student=_key(user), file=match["file"] or "", ids=(user,), names=names,
+                       when=(match["time"], 0, 0), who=f"blackboard {user}",
                        identity={"username": user, **({"full name": receipt[0]}
                                                       if receipt else {})})
     if match["receipt"]:
@@ -337,9 +387,9 @@ def _read_folders(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Readi
     if chapter is None:
         return None
     student = rel.parts[-3]
-    return _Reading(student=_safe(student), chapter=chapter, file=rel.name,
+    return _Reading(student=_key(student), chapter=chapter, file=rel.name,
                     preferred=_chapter_of(rel.name, chapters)[0] == chapter,
-                    names=(_norm(student),))
+                    ids=(student,), names=(student,), who=f"folder {student}")
 
 
 def _read_flat(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading | None:
@@ -353,7 +403,8 @@ def _read_flat(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading 
         student = rel.name.split("_")[0]
     else:
         student = rel.parts[-2] if len(rel.parts) > 1 else ""
-    return _Reading(student=_safe(student), chapter=chapter, names=(_norm(student),))
+    return _Reading(student=_key(student) if student.strip() else "", chapter=chapter,
+                    ids=(student,), names=(student,), who=f"folder {student}")
 
 
 _READERS = {  # the stricter names first

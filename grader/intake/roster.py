@@ -1,21 +1,23 @@
 """The class's roster: the LMS's export (or one student a line), matched to the students whose
-files were found, by LMS id first, then by name."""
+files were found, by LMS id first, then by name; one roster row to one student, so that two
+students are never merged (two names that read alike are matched by id only)."""
 
 from __future__ import annotations
 
 import csv
+import io
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import IntakeError
-from .names import _name_forms, _norm, _person, _safe
+from .names import _digest, _key, _name_forms, _norm, _person
 
 
 @dataclass
 class _Person:
-    ids: set = field(default_factory=set)
+    ids: set = field(default_factory=set)  # as the LMS wrote them
     names: set = field(default_factory=set)
     identity: dict = field(default_factory=dict)
 
@@ -24,7 +26,7 @@ class _Person:
 class _Member:
     """One student of the roster, as the LMS's export describes them."""
     ids: tuple = ()
-    names: tuple = ()
+    names: tuple = ()  # as the LMS wrote them
     keys: dict = field(default_factory=dict)  # layout -> the name their files would get
     fallback: str = ""
     row: dict = field(default_factory=dict)  # the roster's row, lower-case column names
@@ -60,26 +62,30 @@ def _read_roster(path: Path) -> list[_Member]:
     if delimiter not in lines[0]:
         if lines[0].strip().strip('"').lower() in ID_COLUMNS + NAME_COLUMNS:
             lines = lines[1:]  # a one-column export: "Username", then one a line
-        return [_Member(ids=(line.strip(),), names=_name_forms(line),
-                        fallback=_safe(line)) for line in lines]
-    return _read_csv(path, lines, delimiter)
+        return [_Member(ids=(line.strip(),), names=(line.strip(),), fallback=_key(line))
+                for line in lines]
+    # from the header on, as CSV: a quoted name may hold a line break, or start with "#"
+    before = text.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(before)
+                 if line.strip() and not line.lstrip().startswith("#"))
+    return _read_csv(path, "".join(before[start:]), delimiter)
 
 
-def _read_csv(path: Path, lines: list[str], delimiter: str) -> list[_Member]:
-    rows = csv.DictReader(lines, delimiter=delimiter)
+def _read_csv(path: Path, text: str, delimiter: str) -> list[_Member]:
+    rows = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     rows.fieldnames = [(f or "").strip().strip('"').lower() for f in rows.fieldnames]
     if not set(rows.fieldnames) & set(ID_COLUMNS + NAME_COLUMNS):
         raise IntakeError(
-            f"the roster {path} starts with {lines[0].strip()!r}, which names no column read "
-            "here: export it from the LMS (Canvas: Student,ID,...; Moodle: Identifier,Full name "
-            "or First name,Last name; Blackboard: Last Name,First Name,Username), or write one "
-            "student a line")
+            f"the roster {path} starts with {text.splitlines()[0].strip()!r}, which names no "
+            "column read here: export it from the LMS (Canvas: Student,ID,...; Moodle: "
+            "Identifier,Full name or First name,Last name; Blackboard: Last Name,First Name,"
+            "Username), or write one student a line")
     members = []
     for row in rows:
-        cell = {k: (v or "").strip() for k, v in row.items() if k}
-        if cell.get("student", "").startswith("Points Possible") or \
-                cell.get("student") == "Student, Test":
-            continue  # Canvas's points row and its built-in test student
+        cell = {k: (v or "").strip() for k, v in row.items() if k and isinstance(v, str)}
+        if cell.get("student") == "Student, Test" or (
+                cell.get("student", "").startswith("Points Possible") and not cell.get("id")):
+            continue  # Canvas's built-in test student, and its points row (which has no ID)
         member = _member(cell)
         if member.ids or member.names:
             members.append(member)
@@ -91,39 +97,71 @@ def _member(cell: dict[str, str]) -> _Member:
     first, last = cell.get("first name", ""), cell.get("last name", "")
     full = cell.get("full name") or f"{first} {last}".strip()
     student = cell.get("student", "")  # Canvas: "Smith, Jane"
-    names = _name_forms(student or full)
     ids = tuple(cell[c] for c in ID_COLUMNS if cell.get(c)) + ((participant,) if participant
                                                                else ())
     keys = {}
     if student and cell.get("id"):
         keys["canvas"] = _person(_norm(student), cell["id"])
     if full:
-        keys["moodle"] = _person(full, participant)
+        keys["moodle"] = _person(full, participant) if participant else _key(full)
     login = cell.get("username") or cell.get("sis login id") or ""
     if login:
-        keys["blackboard"] = _safe(login)
-    fallback = _safe(login or full or student or (ids[0] if ids else ""))
-    return _Member(ids=ids, names=names, keys=keys, fallback=fallback,
+        keys["blackboard"] = _key(login)
+    fallback = login or full or student or (ids[0] if ids else "")
+    return _Member(ids=ids, names=tuple(filter(None, (student or full,))), keys=keys,
+                   fallback=_key(fallback) if fallback else "",
                    row={k: v for k, v in cell.items() if v})
 
 
 def _match_roster(members: list[_Member], people: dict[str, _Person], layout: str,
                   identities: dict[str, dict[str, str]]) -> list[str]:
     """Each roster student under the name their files have, or would have had; what the
-    roster's row says of them goes into ``identities``."""
-    by_id = {i: student for student, person in people.items() for i in person.ids}
-    by_name: dict[str, set[str]] = defaultdict(set)
-    for student, person in people.items():
-        for name in person.names:
-            by_name[name].add(student)
+    roster's row says of them goes into ``identities``.
+
+    A row and a student are matched only when each is the other's one fit, first by id as the
+    LMS wrote it, then by id regardless of case, then by name with accents, then without them:
+    "René" on the roster never takes the submission of "Rene", whom the roster names too, and
+    "JDoe"'s row never takes "jdoe"'s. A row matched to no one keeps the name its files would
+    have had, made distinct from every other student's."""
+    members = list({(m.ids, m.names, tuple(sorted(m.row.items()))): m
+                    for m in members}.values())  # the same row twice is one student
+    found: dict[int, str] = {}
+    _pair(members, people, found, lambda m: m.ids, lambda p: p.ids)
+    _pair(members, people, found, lambda m: {i.casefold() for i in m.ids},
+          lambda p: {i.casefold() for i in p.ids})
+    for accents in (True, False):
+        def forms(names, accents=accents):
+            return {f for name in names for f in _name_forms(name, accents=accents)}
+        _pair(members, people, found, lambda m: forms(m.names), lambda p: forms(p.names))
     students = []
-    for member in members:
-        found = next((by_id[i.lower()] for i in member.ids if i.lower() in by_id), None)
-        if found is None:
-            fits = set().union(*(by_name.get(n, set()) for n in member.names))
-            found = fits.pop() if len(fits) == 1 else None  # two Jane Does: by id only
-        student = found or member.keys.get(layout) or member.fallback
+    taken = {s.casefold(): f"files {s}" for s in people}
+    for n, member in enumerate(members):
+        student = found.get(n)
+        if student is None:
+            student = member.keys.get(layout) or member.fallback
+            who = "roster " + "|".join(member.ids + member.names)
+            if student and taken.setdefault(student.casefold(), who) != who:
+                student = f"{student}_{_digest(who)}"  # another student's name already
+                taken[student.casefold()] = who
         if student:
             identities.setdefault(student, {}).update(member.row)
-        students.append(student)
-    return list(dict.fromkeys(s for s in students if s))
+            students.append(student)
+    return list(dict.fromkeys(students))
+
+
+def _pair(members: list[_Member], people: dict[str, _Person], found: dict[int, str],
+          of_member, of_person) -> None:
+    """Match the rows and students not matched yet that share a key (``of_member``,
+    ``of_person``: a row's keys, a student's), where each is the other's only fit."""
+    matched = set(found.values())
+    by_key: dict[str, set[str]] = defaultdict(set)
+    for student, person in people.items():
+        if student not in matched:
+            for key in of_person(person):
+                by_key[key].add(student)
+    fits = {n: set().union(*(by_key.get(key, set()) for key in of_member(member)))
+            for n, member in enumerate(members) if n not in found}
+    claimed = Counter(student for students in fits.values() for student in students)
+    for n, students in fits.items():
+        if len(students) == 1 and claimed[next(iter(students))] == 1:
+            found[n] = students.pop()

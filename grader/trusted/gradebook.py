@@ -13,9 +13,11 @@ import warnings
 from pathlib import Path
 
 from .. import course
+from ..intake.names import display
 from .verdict import Outcome, Status
 
 COLUMNS = ["student", "chapter", "score", "max_score", "status", "notes"]
+NUMBERS = {"score", "max_score"}
 
 _scratch_roots: list[str] = []
 
@@ -169,14 +171,23 @@ def record(outcomes: list[Outcome], db: Path, template: Path, scratch: Path,
 
 def _names(student: str, who: dict[str, str]) -> dict[str, str]:
     """First and last name for Formgrader's lists, from what the LMS said of the student (the
-    student's id as the last name when it said nothing)."""
+    student's id as the last name when it said nothing), as :func:`_shown` makes them."""
     first, last = who.get("first name", ""), who.get("last name", "")
     full = who.get("student") or who.get("full name") or ""
     if not (first or last) and "," in full:  # Canvas: "Smith, Jane"
         last, first = (part.strip() for part in full.split(",", 1))
     elif not (first or last) and " " in full.strip():  # "Jane Doe"
         first, last = full.strip().rsplit(" ", 1)
-    return {"first_name": first, "last_name": last or full or student}
+    return {"first_name": _shown(first), "last_name": _shown(last or full or student)}
+
+
+def _shown(name: str) -> str:
+    """A name as the gradebook keeps it for Formgrader, which writes it into the page of a
+    submission without escaping it (nbgrader 0.9's formgrade template, rendered by nbconvert,
+    which does not autoescape): ``<`` and ``>`` as the look-alikes ``‹`` and ``›``, so that no
+    name is markup there; and, for ``nbgrader export``'s CSV, one line no spreadsheet
+    evaluates."""
+    return display(name.replace("<", "\u2039").replace(">", "\u203a"))
 
 
 def _record_one(gb, outcome: Outcome, changed: set[str]) -> None:
@@ -285,10 +296,13 @@ def write_sheets(out: Path, outcomes: list[Outcome], batch_notes: list[str],
     and for recording in a gradebook later)."""
     out.mkdir(parents=True, exist_ok=True)
     outcomes = sorted(outcomes, key=lambda o: (o.student, o.chapter))
-    with open(out / "grades.csv", "w", newline="") as sheet:
+    with open(out / "grades.csv", "w", newline="", encoding="utf-8") as sheet:
         writer = csv.DictWriter(sheet, fieldnames=COLUMNS)
         writer.writeheader()
-        writer.writerows(o.row() for o in outcomes)
+        # the student is a folder name and the notes are the grader's own words: no text cell
+        # a spreadsheet evaluates now, and none should either change; scores stay numbers
+        writer.writerows({column: cell if column in NUMBERS else display(cell)
+                          for column, cell in o.row().items()} for o in outcomes)
     notes = {f"{o.student}/{o.chapter}": o.notes for o in outcomes if o.notes}
     if batch_notes:
         notes["batch"] = batch_notes
