@@ -136,70 +136,100 @@ def _slack(trace: list[list[Any]], groups: list[list[Any]]) -> dict:
 
 
 class Evidence:
-    """Verifies each case's result (see the module docstring); replays are remembered by their
-    calls, for every submission this kernel scores."""
+    """Verifies each case's result (see the module docstring). The calls of a launch's cases
+    are made again in one launch of the grader's; replays are remembered by their calls, for
+    every submission this kernel scores (correct answers make the same calls)."""
 
     def __init__(self) -> None:
-        self.replays: dict[str, list[dict]] = {}
+        self.replays: dict[str, dict] = {}
         self.log: list[dict] = []
 
-    def __call__(self, result: Any) -> None:
+    def __call__(self, results: list[Any]) -> list[str | None]:
+        """For each case's result, None or what is wrong with it (in words for a student)."""
+        problems: list[str | None] = []
+        programs: list[list[list[dict]] | None] = []
+        for result in results:
+            problem, steps = self._first_look(result)
+            problems.append(problem)
+            programs.append(steps)
+        wanted = [(steps, result.world_size) for steps, result in zip(programs, results)
+                  if steps is not None and _key(steps, result.world_size) not in self.replays]
+        try:
+            self._replay_all(wanted, results[0].world_size if results else 0)
+        except AssertionError as exc:
+            return [p if p is not None or s is None else f"{exc}"
+                    for p, s in zip(problems, programs)]
+        for index, (result, steps) in enumerate(zip(results, programs)):
+            if problems[index] is not None or steps is None:
+                continue
+            count = _merged(result.network)
+            expected = self.replays[_key(steps, result.world_size)]
+            found = differences(count, [expected], _slack(result.trace, result.groups or []))
+            self.log.append({"world_size": result.world_size, "measured": count,
+                             "expected": [expected], "differences": found})
+            if found:
+                problems[index] = (
+                    "The grader counted what your ranks sent over the network, and it is not "
+                    "what the calls they report send (the grader made the same calls again and "
+                    "counted them too): " + "; ".join(found[:4]) + ". Move data only with the "
+                    "torch.distributed calls your code makes, and leave commlab's trace alone.")
+        return problems
+
+    def _first_look(self, result: Any) -> tuple[str | None, list[list[dict]] | None]:
+        """What is wrong before any replay, and the case's calls to make again."""
         if result.network is None:
-            return  # not launched by the rank host: nothing was counted
+            return None, None  # not launched by the rank host: nothing was counted
         outside = _merged(result.outside)
         if not _silent(outside):
             problem = _outside_channels(outside, "outside any test case") or (
                 "data crossed the network while no test case was running")
-            raise AssertionError(f"The grader counted traffic your code made on its own: "
-                                 f"{problem}.")
-        count = _merged(result.network)
-        problem = _outside_channels(count, "during the case")
+            return f"The grader counted traffic your code made on its own: {problem}.", None
+        problem = _outside_channels(_merged(result.network), "during the case")
         if problem:
-            raise AssertionError(f"The grader counted traffic your code made on its own: "
-                                 f"{problem}.")
+            return f"The grader counted traffic your code made on its own: {problem}.", None
         try:
-            steps = replaying.program(result.trace, result.groups or [[]] * result.world_size)
+            return None, replaying.program(result.trace,
+                                           result.groups or [[]] * result.world_size)
         except replaying.NotReplayable as exc:
-            raise AssertionError(f"your code called {exc}, whose traffic the grader cannot "
-                                 "check; use the tensor collectives") from None
+            return (f"your code called {exc}, whose traffic the grader cannot check; use the "
+                    "tensor collectives", None)
         except replaying.NotACall as exc:
-            raise AssertionError(f"the trace your ranks report lists {exc}, which no "
-                                 "torch.distributed call made: a trace is recorded, not "
-                                 "written") from None
-        expected = self._replayed(steps, result.world_size)
-        found = differences(count, expected, _slack(result.trace, result.groups or []))
-        self.log.append({"world_size": result.world_size, "measured": count,
-                         "expected": expected, "differences": found})
-        if found:
-            raise AssertionError(
-                "The grader counted what your ranks sent over the network, and it is not what "
-                "the calls they report send (the grader made the same calls again and counted "
-                "them too): " + "; ".join(found[:4]) + ". Move data only with the "
-                "torch.distributed calls your code makes, and leave commlab's trace alone.")
+            return (f"the trace your ranks report lists {exc}, which no torch.distributed call "
+                    "made: a trace is recorded, not written", None)
 
-    def _replayed(self, steps: list[list[dict]], world_size: int) -> list[dict]:
-        key = repr((world_size, steps))
-        if key not in self.replays:
-            self.replays[key] = self._replay(steps, world_size)
-        return self.replays[key]
-
-    def _replay(self, steps: list[list[dict]], world_size: int) -> list[dict]:
-        """The count of the same calls made twice by the grader (two windows, two counts)."""
+    def _replay_all(self, wanted: list, world_size: int) -> None:
+        """Make the calls of every case in ``wanted`` again, one window each, in one launch of
+        the grader's (or one launch per case that starts its own group, which a launch can do
+        only once), and remember their counts."""
         from commlab import launch
 
-        starts_world = any(s["op"] == "init_process_group" for rank in steps for s in rank)
-        copies = 1 if starts_world else 2  # a group's start can be made only once per launch
-        try:
-            done = launch.run(replaying.replay, world_size, args=([steps] * copies,),
-                              backend="gloo", timeout=REPLAY_TIMEOUT,
-                              init_process_group=not starts_world)
-        except Exception as exc:  # noqa: BLE001 - calls that cannot all be made
-            raise AssertionError(
-                "the calls your ranks report do not fit together: made again by the grader, "
-                f"they failed ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
-        by_case: dict[int, list[dict]] = {}
-        for window in done.network or []:
-            opened = str(window["tags"][0]).split(":", 1)[-1]
-            if opened.startswith("case "):
-                by_case.setdefault(int(opened.split()[1]), []).append(window)
-        return [_merged(by_case.get(k, [])) for k in range(copies)]
+        unique = {_key(steps, size): steps for steps, size in wanted}
+        starting = [k for k, steps in unique.items() if _starts_world(steps)]
+        batches = [[k for k in unique if k not in starting]] + [[k] for k in starting]
+        for keys in batches:
+            if not keys:
+                continue
+            try:
+                done = launch.run(replaying.replay, world_size, backend="gloo",
+                                  args=([unique[k] for k in keys],), timeout=REPLAY_TIMEOUT,
+                                  init_process_group=not _starts_world(unique[keys[0]]))
+            except Exception as exc:  # noqa: BLE001 - calls that cannot all be made
+                raise AssertionError(
+                    "the calls your ranks report do not fit together: made again by the "
+                    f"grader, they failed ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0][:200]})") from None
+            by_case: dict[int, list[dict]] = {}
+            for window in done.network or []:
+                opened = str(window["tags"][0]).split(":", 1)[-1]
+                if opened.startswith("case "):
+                    by_case.setdefault(int(opened.split()[1]), []).append(window)
+            for number, key in enumerate(keys):
+                self.replays[key] = _merged(by_case.get(number, []))
+
+
+def _key(steps: list[list[dict]], world_size: int) -> str:
+    return repr((world_size, steps))
+
+
+def _starts_world(steps: list[list[dict]]) -> bool:
+    return any(s["op"] == "init_process_group" for rank in steps for s in rank)

@@ -167,23 +167,21 @@ def run_cases(fn: Callable[..., Any], cases: Iterable[Case], *,
                 _failure_words(cases[number], number, err))) from None
         split = _split(launch, cases, numbers, key)
         if VERIFY is not None:
-            for number in numbers:
-                _verified(split[number], cases[number])
+            _verified([split[n] for n in numbers], [cases[n] for n in numbers])
         results.update(split)
     return [results[n] for n in range(len(cases))]
 
 
-# Set by a grader in the kernel that decides the score: called with each case's result, it
-# checks what the ranks report against what the machine itself counted (their traffic on the
-# network), and raises AssertionError when they disagree.
-VERIFY: Callable[[CaseResult], None] | None = None
+# Set by a grader in the kernel that decides the score: called with the results of one launch's
+# cases, it checks what the ranks report against what the machine itself counted (their traffic
+# on the network), and returns, for each case, None or what disagrees.
+VERIFY: Callable[[list[CaseResult]], list[str | None]] | None = None
 
 
-def _verified(result: CaseResult, case: Case) -> None:
-    try:
-        VERIFY(result)
-    except AssertionError as err:
-        raise CheckFailed(_hide_hidden_lines(f"In the case ({case.label}): {err}")) from None
+def _verified(results: list[CaseResult], cases: list[Case]) -> None:
+    for case, problem in zip(cases, VERIFY(results)):
+        if problem is not None:
+            raise CheckFailed(_hide_hidden_lines(f"In the case ({case.label}): {problem}"))
 
 
 def run(fn: Callable[..., Any], world_size: int, *, args: tuple = (),
