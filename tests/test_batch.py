@@ -14,7 +14,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import nbformat
 import psutil
 import pytest
 from nbgrader.api import Gradebook
@@ -128,7 +127,8 @@ def test_a_run_killed_mid_batch_is_cleaned_up_by_the_next(tmp_path, short_root, 
         cwd=ROOT, env=dict(os.environ, TMPDIR=str(root)), stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
-    while not list(root.glob(f"{scratch.PREFIX}*/k1/{CHAPTER}.ipynb")):
+    # the submission's data is written for its scoring kernel: it is being graded
+    while not list(root.glob(f"{scratch.PREFIX}*/r*/submission.json")):
         assert killed.poll() is None and time.monotonic() < deadline, "grading never started"
         time.sleep(0.5)
     os.kill(killed.pid, signal.SIGKILL)
@@ -145,8 +145,10 @@ def test_a_run_killed_mid_batch_is_cleaned_up_by_the_next(tmp_path, short_root, 
 
 
 def _looping():
+    """An answer cell that never finishes when the grader defines it."""
     nb = correct()
-    nb.cells.insert(4, nbformat.v4.new_code_cell("while True:\n    pass"))
+    answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    answer.source = "while True:\n    pass\n" + answer.source
     return nb
 
 
@@ -206,8 +208,8 @@ if any("ipykernel_launcher" in arg for arg in sys.orig_argv):
 '''
 
 
-def _grade_with(tmp_path: Path, short_root: Path, site: str,
-                students: list[str]) -> subprocess.CompletedProcess:
+def _grade_with(tmp_path: Path, short_root: Path, site: str, students: list[str],
+                *flags: str) -> subprocess.CompletedProcess:
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(site)
     for student in students:
@@ -216,14 +218,16 @@ def _grade_with(tmp_path: Path, short_root: Path, site: str,
     # without the sandbox: it would hide the folder of sitecustomize from the kernels
     return subprocess.run(
         [sys.executable, "-m", "grader", "grade", str(tmp_path / "class"), str(tmp_path / "out"),
-         "--jobs", "1", "--no-sandbox", "--gradebook", str(tmp_path / "gradebook.db")],
+         "--jobs", "1", "--no-sandbox", "--gradebook", str(tmp_path / "gradebook.db"), *flags],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.slow
 def test_a_kernel_that_cannot_start_stops_the_batch_in_plain_words_and_keeps_what_was_graded(
         tmp_path, short_root):
-    done = _grade_with(tmp_path, short_root, BREAKS_THE_SECOND_KERNEL, ["ann", "ben"])
+    # students' kernels start only for fresh outputs
+    done = _grade_with(tmp_path, short_root, BREAKS_THE_SECOND_KERNEL, ["ann", "ben"],
+                       "--fresh-outputs")
     assert done.returncode == 1
     assert "Traceback" not in done.stderr, done.stderr
     assert "Grading stopped: a student's kernel" in done.stderr

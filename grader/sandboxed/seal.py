@@ -14,8 +14,8 @@ network, where the rank host counts it (:mod:`grader.sandboxed.network`).
    rank's exit as before; the child closes every file descriptor but the rank's own pipes (the
    rank host's pipes to the scoring kernel and to the other ranks, the rendezvous store's server
    sockets: all inherited by the fork);
-4. mounts empty, private folders over its working folder, ``/tmp`` and ``/dev/shm`` (everything
-   else the sandbox shows is read-only), and a ``/proc`` of its own;
+4. mounts empty, private folders over its working folder (its ``TMPDIR`` and ``HOME``) and
+   ``/dev/shm``, the only folders the sandbox leaves writable, and a ``/proc`` of its own;
 5. loads the system-call filter (:mod:`grader.sandboxed.syscalls`): no other kind of socket, no
    undoing the above.
 """
@@ -79,9 +79,9 @@ def _wait_and_end_alike(child: int, mine: list[int]) -> None:
 def _private_folders(workdir: str) -> None:
     mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    # /tmp first: the working folder may lie in it, and is made again inside the private one
-    for folder in dict.fromkeys(["/tmp", "/dev/shm", workdir]):
-        os.makedirs(folder, exist_ok=True)
+    # every other folder is read-only already (grader.sandboxed.namespaces): these two were the
+    # rank host's, and every rank's, to write
+    for folder in ("/dev/shm", workdir):
         mount("tmpfs", folder, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=1g")
     os.chdir(workdir)
 
