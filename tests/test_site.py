@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
+import gzip
 import hashlib
 import html
 import importlib.util
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import threading
 import urllib.parse
+import zlib
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -419,9 +421,15 @@ def secret_lines(course: Path) -> dict[str, str]:
 
 
 def readable(data: bytes) -> str:
-    """A file's text as a reader or a program would get it back: as stored, with JSON's string
-    escapes undone (notebooks, search index), and with HTML's tags and entities undone
-    (highlighted code is split into spans), whitespace squashed."""
+    """A file's text as a reader or a program would get it back: as stored (Sphinx's
+    objects.inv and gzip files decompressed), with JSON's string escapes undone (notebooks,
+    search index), and with HTML's tags and entities undone (highlighted code is split into
+    spans), whitespace squashed."""
+    if data.startswith(b"# Sphinx inventory"):
+        header, _, packed = data.partition(b"zlib.\n")
+        data = header + zlib.decompress(packed)
+    elif data.startswith(b"\x1f\x8b"):
+        data = gzip.decompress(data)
     text = data.decode("utf-8", errors="replace")
     unescaped = re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), text)
     unescaped = (unescaped.replace("\\n", "\n").replace("\\t", "\t").replace('\\"', '"')

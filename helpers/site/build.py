@@ -24,6 +24,7 @@ import argparse
 import copy
 import json
 import re
+import shutil
 import sys
 import time
 import tomllib
@@ -428,6 +429,9 @@ def build(out: Path, links: Links) -> Path:
 
     source, html = out / "src", out / "html"
     sync(source, page_sources(links))
+    # Sphinx never removes what an earlier build wrote (a chapter since removed, a picture
+    # drawn again): the site is written afresh, from the pages it keeps read in doctrees/
+    shutil.rmtree(html, ignore_errors=True)
     status = build_main(["-b", "html", "-c", str(HERE), "-d", str(out / "doctrees"), "-q",
                          "-W", "--keep-going", str(source), str(html)])
     if status:
