@@ -405,7 +405,6 @@ def secret_lines(course: Path) -> dict[str, str]:
     published = []
     for path in sorted((course / "notebooks").glob("*/*.ipynb")):
         published += [source(cell) for cell in notebook(path)["cells"]]
-    published.append((course / "README.md").read_text(encoding="utf-8"))
     public = squash("\n".join(published))
     secrets = {}
     for path in sorted((course / "solutions").glob("*/*.ipynb")):
@@ -453,10 +452,11 @@ def test_no_solution_or_hidden_test_in_any_built_file(site):
     The lines looked for: every line between ``### BEGIN SOLUTION`` and ``### END SOLUTION``
     and between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS`` of every solution
     notebook, stripped, whitespace squashed, of at least SHORTEST_SECRET (12) characters, and
-    not already published by the course elsewhere: a line found (as a substring) in a student
-    notebook or in the README is not a secret (`rank, world_size = dist.get_rank(),
+    not handed to every student already: a line found (as a substring) in the source of any
+    cell of any student notebook is not a secret (`rank, world_size = dist.get_rank(),
     dist.get_world_size()` opens many answers and many worked examples; `if rank == src:` is
     in stubs and prose). Shorter lines (`else:`, `return`, `ops = []`) say nothing of an answer.
+    The README, whose sections are pages of the site, gets no such pass.
     Each file is read as stored, with JSON's escapes undone and with HTML's tags and entities
     undone, so that highlighted, escaped or JSON-quoted code is found as well.
     """

@@ -101,8 +101,9 @@ def read_notebook(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise SiteError(f"{path.relative_to(ROOT)} is missing: run `make generate`, which makes "
-                        "notebooks/ from solutions/") from None
+        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        raise SiteError(f"{shown} is missing: run `make generate`, which makes notebooks/ from "
+                        "solutions/") from None
 
 
 def _nbgrader(cell: dict) -> dict:
@@ -135,10 +136,10 @@ def chapter_summary(notebook: dict) -> str:
     for cell in notebook["cells"]:
         if cell["cell_type"] != "markdown":
             continue
-        paragraphs = re.split(r"\n\s*\n", _source(cell))
-        for paragraph in paragraphs:
-            if paragraph.strip() and not HEADING.match(paragraph.strip()):
-                return " ".join(paragraph.split())
+        for paragraph in re.split(r"\n\s*\n", _source(cell)):
+            text = [line for line in paragraph.splitlines() if not HEADING.match(line)]
+            if "".join(text).strip():
+                return " ".join(" ".join(text).split())
     return ""
 
 
