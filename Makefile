@@ -2,6 +2,8 @@
 #   make lab    create .venv if needed, copy the chapters into work/, start JupyterLab there
 #   make check CHAPTER=01_broadcast   run your notebook and say which visible tests pass
 # Maintainers: make test runs every test (not part of the student edition).
+# make site builds the course as a static website in build/site/html (README, "The course on
+# the web"), with its own pinned environment in build/site-venv.
 #
 # PYTHON  the interpreter that creates .venv (3.11 or newer)
 # VENV    where the environment lives (the Docker image uses /opt/venv; conda: $CONDA_PREFIX)
@@ -14,9 +16,16 @@ WORK ?= work
 LAB_FLAGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The website: its environment, its build folder, and where its chapter pages send a learner
+# (empty: helpers/site/site.toml's values)
+SITE_VENV ?= build/site-venv
+SITE_OUT ?= build/site
+HUB ?=
+REPO ?=
+BRANCH ?=
 
 .PHONY: setup lab test lint bench bench-rendezvous bench-grade baselines generate validate grade clean
-.PHONY: check course-source student-edition execute formgrader
+.PHONY: check course-source student-edition execute formgrader site site-source site-venv
 
 setup: $(STAMP)
 
@@ -43,11 +52,33 @@ student-edition:
 	@test -n "$(DEST)" || { echo "usage: make student-edition DEST=<new folder>"; exit 2; }
 	$(PYTHON) helpers/scripts/student_edition.py "$(DEST)"
 
+# The site's generator has pins of its own (helpers/site/requirements.txt), installed apart
+# from the course's .venv: make lab never installs them.
+site-venv: $(SITE_VENV)/.installed
+
+$(SITE_VENV)/.installed: helpers/site/requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+		echo "make site needs Python 3.11 or newer: make site PYTHON=python3.11"; exit 1; }
+	$(PYTHON) -m venv $(SITE_VENV)
+	$(SITE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-r helpers/site/requirements.txt
+	touch $@
+
+# Builds from the files as they are, without the network and without running any notebook.
+site: site-source site-venv
+	$(SITE_VENV)/bin/python helpers/site/build.py --out "$(SITE_OUT)" \
+		--hub "$(HUB)" --repo "$(REPO)" --branch "$(BRANCH)"
+
 lint: setup
 	$(BIN)/ruff check helpers tests bench grader
 
 test: course-source lint
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+site-source:
+	@test -d solutions -a -f helpers/site/build.py || { echo "make site builds the course's \
+	website from solutions/ (the worked examples' outputs and pictures) and helpers/site/, which \
+	the student edition leaves out: build it from the whole course."; exit 2; }
 
 course-source:
 	@test -d tests -a -d solutions || { echo "make test is the maintainers' suite and needs \
@@ -90,4 +121,4 @@ grade: setup
 	$(BIN)/python -m grader grade "$(SUBMISSIONS)" "$(OUT)" $(GRADE_FLAGS)
 
 clean:
-	rm -rf $(VENV) helpers/*.egg-info
+	rm -rf $(VENV) helpers/*.egg-info $(SITE_VENV) $(SITE_OUT)

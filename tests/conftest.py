@@ -1,10 +1,12 @@
-"""Shared fixtures: a real Jupyter kernel that runs cells as a student's notebook would, and the
-course's images (built once per session for test_image.py and test_browser.py)."""
+"""Shared fixtures: a real Jupyter kernel that runs cells as a student's notebook would, the
+course's images (built once per session for test_image.py and test_browser.py), and Chromium
+(test_browser.py, test_site.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from support.chromium import browser  # noqa: F401  (a module fixture)
 from support.containers import SIZES, STEPS
 from support.image_fixtures import course_images  # noqa: F401  (a session fixture)
 from support.kernel import Kernel

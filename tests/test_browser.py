@@ -5,9 +5,9 @@ picture of the data movement, answers typed into the exercise cells and the note
 
 Once with `make lab` of this checkout, once with the student image's Lab (started with the
 README's command) where tests/test_image.py's images can be built. Chromium is Debian's,
-driven by Playwright's Python package (``executable_path``: Playwright's own browser download
-is not used). Screenshots of each step are saved in build/browser-screenshots/<lab>/, where a
-failing run leaves them for a person to look at.
+driven by Playwright's Python package (tests/support/chromium.py). Screenshots of each step are
+saved in build/browser-screenshots/<lab>/, where a failing run leaves them for a person to look
+at.
 """
 
 from __future__ import annotations
@@ -33,31 +33,10 @@ pytestmark = pytest.mark.browser
 
 CHAPTER = "01_broadcast"
 SHOTS = ROOT / "build" / "browser-screenshots"
-CHROMIUM = os.environ.get("COMMLAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-# headless as root needs --no-sandbox; the rest keep Chromium off the network (a closed one
-# refuses its background connections, many at a time)
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync"]
 WRONG_ANSWER = ("def my_broadcast(tensor, src):\n"
                 "    dist.broadcast(tensor, src)\n")
 # what the exercise's visible test says to that answer (commlab.checks.expect_only)
 WRONG_ANSWER_MESSAGE = "your code called dist.broadcast; this exercise allows only"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("playwright is missing: it is pinned in requirements-dev.txt (make setup)")
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Chromium is not installed (Debian, as root: apt-get install chromium, "
-                    "or tests/scripts/install_test_tools.sh)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        yield browser
-        browser.close()
 
 
 # --- the two Labs ------------------------------------------------------------------------------
