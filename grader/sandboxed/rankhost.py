@@ -47,13 +47,14 @@ READY = b"ready"
 # count can be checked to within a few bytes (grader/trusted/evidence.py).
 RANK_ENVIRON = {"TORCH_DIST_INIT_BARRIER": "0"}
 PRIVATE_PLEASE = b"private?"
-_PR_SET_CHILD_SUBREAPER, _PR_SET_DUMPABLE = 36, 4
+_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER, _PR_SET_DUMPABLE = 1, 36, 4
 
 
 def serve(connection: Any, plan: namespaces.Plan | None) -> None:
     """The host's life (the target of the scoring kernel's process): enter the sandbox (unless
     ``plan`` is None: grading without one), say ready, answer requests until the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the scoring kernel's stop button is not ours
+    _die_with_the_kernel()
     # forked as a daemon, so that it never outlives the kernel; the ranks are its children
     multiprocessing.current_process()._config["daemon"] = False
     try:
@@ -77,6 +78,26 @@ def serve(connection: Any, plan: namespaces.Plan | None) -> None:
         connection.send_bytes(READY)
         _answer(connection, sealed=plan is not None)
     finally:
+        os._exit(0)
+
+
+def _die_with_the_kernel() -> None:
+    """End when the scoring kernel ends, even by SIGKILL, with every rank.
+
+    The host is the forkserver's child, not the kernel's, and every child of a forkserver holds
+    the write end of the pipe whose closing tells the forkserver that its client is gone: kept
+    here (and in every rank forked from here), it would keep the forkserver, and so this host,
+    alive for ever. Closed, the forkserver ends with the kernel, and the host with it; in the
+    sandbox the host is the init of its pid namespace, whose end kills every rank."""
+    from multiprocessing import forkserver
+
+    alive = forkserver._forkserver._forkserver_alive_fd
+    if alive is not None:
+        os.close(alive)
+        forkserver._forkserver._forkserver_alive_fd = None
+    parent = os.getppid()
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the forkserver ended before the line above
         os._exit(0)
 
 
