@@ -143,6 +143,195 @@ def zero3(gather="all_gather_into_tensor", scatter="reduce_scatter_tensor", shar
 
 # (exercise, chapter, the wrong answer, fragments of which the message must hold one)
 WRONG = {
+    # chapters 00 to 05: answers that make the other ranks' inputs themselves instead of
+    # receiving them (each rank's inputs are private to it: checks.private_tensor)
+    "00-join-group-alone": (
+        "00-join-group", "00_launching_ranks",
+        # a group of one per rank that calls itself the world: nothing reaches the others
+        '''
+import os
+
+def join_group():
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    dist.get_rank, dist.get_world_size = lambda group=None: rank, lambda group=None: world_size
+    return rank
+''',
+        ["(join_group(), backend, world size, the all_reduce's sum) should be"]),
+    "01-my-broadcast-public-formula": (
+        "01-my-broadcast", "01_broadcast",
+        # the right calls and bytes, but src's values made on each rank from a public formula
+        '''
+def my_broadcast(tensor, src):
+    junk = torch.zeros_like(tensor)
+    if dist.get_rank() == src:
+        for dst in range(dist.get_world_size()):
+            if dst != src:
+                dist.send(junk, dst=dst)
+    else:
+        dist.recv(junk, src=src)
+    tensor.copy_(checks.rank_tensor(src, tuple(tensor.shape), tensor.dtype))
+''',
+        ["the tensor after my_broadcast should be"]),
+    "01-my-broadcast-src-input": (
+        "01-my-broadcast", "01_broadcast",
+        '''
+def my_broadcast(tensor, src):
+    tensor.copy_(checks.private_tensor(src, tuple(tensor.shape), tensor.dtype))
+''',
+        ["A rank can make only its own"]),
+    "01-share-initial-weights-public-seed": (
+        "01-share-initial-weights", "01_broadcast",
+        # broadcasts of zeros, then src's weights rebuilt from the seed src used to have
+        '''
+def share_initial_weights(model_state, src=0):
+    for tensor in model_state.values():
+        dist.broadcast(torch.zeros_like(tensor), src=src)
+    torch.manual_seed(src)
+    for name, tensor in model_state.items():
+        if name.endswith(".weight"):
+            layer = torch.nn.Linear(tensor.shape[1], tensor.shape[0])
+            tensor.copy_(layer.weight.detach())
+            model_state[name[:-len("weight")] + "bias"].copy_(layer.bias.detach())
+''',
+        ["the model's state_dict after share_initial_weights should be"]),
+    "02-my-scatter-public-formula": (
+        "02-my-scatter", "02_scatter",
+        '''
+def my_scatter(tensor, scatter_list, src):
+    junk = torch.zeros_like(tensor)
+    if dist.get_rank() == src:
+        for dst in range(dist.get_world_size()):
+            if dst != src:
+                dist.send(junk, dst=dst)
+    else:
+        dist.recv(junk, src=src)
+    tensor.copy_(checks.rank_tensor(dist.get_rank(), tuple(tensor.shape), tensor.dtype)
+                 + 1000 * (src + 1))
+''',
+        ["the tensor after my_scatter should be"]),
+    "02-shard-dataset-public-formula": (
+        "02-shard-dataset", "02_scatter",
+        '''
+def shard_dataset(dataset, shape, dtype, src=0):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    rows = shape[0] // world_size
+    shard = torch.empty((rows, *shape[1:]), dtype=dtype)
+    junk = [torch.zeros_like(shard) for _ in range(world_size)] if rank == src else None
+    dist.scatter(shard, scatter_list=junk, src=src)
+    return checks.rank_tensor(src, shape, dtype)[rank * rows:(rank + 1) * rows]
+''',
+        ["the shard returned by shard_dataset should be"]),
+    "03-my-gather-public-formula": (
+        "03-my-gather", "03_gather",
+        '''
+def my_gather(tensor, gather_list, dst):
+    if dist.get_rank() != dst:
+        dist.send(torch.zeros_like(tensor), dst=dst)
+        return
+    junk = torch.empty_like(tensor)
+    for src in range(dist.get_world_size()):
+        if src != dst:
+            dist.recv(junk, src=src)
+        gather_list[src].copy_(checks.rank_tensor(src, tuple(tensor.shape), tensor.dtype))
+''',
+        ["gather_list after my_gather should be"]),
+    "03-global-metrics-caller-frame": (
+        "03-global-metrics", "03_gather",
+        # a gather of zeros; dst makes every rank's numbers with the test's own function, read
+        # from the caller's frame (which passed the test when they were public)
+        '''
+import sys
+
+def global_metrics(loss_sum, correct, count, dst=0):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    zeros = torch.zeros(3, dtype=torch.float64)
+    dist.gather(zeros, [torch.empty_like(zeros) for _ in range(world_size)] if rank == dst
+                else None, dst=dst)
+    if rank != dst:
+        return None
+    caller = sys._getframe(1)
+    metrics_of, seed = caller.f_globals["metrics_of"], caller.f_locals.get("seed")
+    loss_sums, corrects, counts = zip(*[metrics_of(r) if seed is None else metrics_of(r, seed)
+                                        for r in range(world_size)])
+    return {"loss": sum(loss_sums) / sum(counts), "accuracy": sum(corrects) / sum(counts)}
+''',
+        ["A rank can make only its own"]),
+    "04-my-all-gather-public-formula": (
+        "04-my-all-gather", "04_all_gather",
+        '''
+def my_all_gather(tensor_list, tensor):
+    for src in range(dist.get_world_size()):
+        dist.broadcast(torch.zeros_like(tensor), src=src)
+        tensor_list[src].copy_(checks.rank_tensor(src, tuple(tensor.shape), tensor.dtype))
+''',
+        ["(tensor_list, tensor) after my_all_gather"]),
+    "04-gather-full-parameter-caller-frame": (
+        "04-gather-full-parameter", "04_all_gather",
+        # an all_gather of zeros; the full parameter from the caller's frame (the test passed it
+        # to every rank before), or every shard made with the test's own function
+        '''
+import sys
+
+def gather_full_parameter(shard, shape):
+    world_size, n = dist.get_world_size(), shard.numel()
+    dist.all_gather_into_tensor(torch.empty(world_size * n, dtype=shard.dtype),
+                                torch.zeros_like(shard))
+    caller = sys._getframe(1)
+    if "full" in caller.f_locals:
+        return caller.f_locals["full"].clone()
+    shards = [caller.f_globals["shard_of"](r, world_size, shape, caller.f_locals["dtype"])
+              for r in range(world_size)]
+    return torch.cat(shards)[:shape.numel()].reshape(shape)
+''',
+        ["A rank can make only its own"]),
+    "05-my-reduce-public-formula": (
+        "05-my-reduce", "05_reduce",
+        # sends of zeros, then dst combines the inputs made by the formula every rank knew
+        '''
+def my_reduce(tensor, dst, op):
+    if dist.get_rank() != dst:
+        dist.send(torch.zeros_like(tensor), dst=dst)
+        return
+    junk = torch.empty_like(tensor)
+    for src in range(dist.get_world_size()):
+        if src != dst:
+            dist.recv(junk, src=src)
+    shape = tuple(tensor.shape)
+
+    def public_input(r):
+        values = checks.rank_tensor(r, shape, torch.float64) + 1
+        signs = 1 - 2 * ((torch.arange(values.numel()).reshape(shape) + r) % 2)
+        return (values * signs).to(tensor.dtype)
+
+    stacked = torch.stack([public_input(r) for r in range(dist.get_world_size())])
+    combine = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.PRODUCT: "prod",
+               dist.ReduceOp.MIN: "amin", dist.ReduceOp.MAX: "amax"}[op]
+    tensor.copy_(getattr(stacked, combine)(0))
+''',
+        ["dst's tensor after my_reduce should be"]),
+    "05-global-loss-stats-caller-frame": (
+        "05-global-loss-stats", "05_reduce",
+        # reduces of zeros; dst takes every rank's losses from the caller's frame (the test
+        # passed them all to every rank before), or makes them with the test's own function
+        '''
+import sys
+
+def global_loss_stats(losses, dst):
+    dist.reduce(torch.zeros(2, dtype=losses.dtype), dst=dst, op=dist.ReduceOp.SUM)
+    dist.reduce(torch.zeros(1, dtype=losses.dtype), dst=dst, op=dist.ReduceOp.MAX)
+    if dist.get_rank() != dst:
+        return None
+    caller = sys._getframe(1)
+    if "all_losses" in caller.f_locals:
+        everyone = caller.f_locals["all_losses"]
+    else:
+        sizes, dtype = caller.f_locals["sizes"], caller.f_locals["dtype"]
+        everyone = torch.cat([caller.f_globals["losses_of"](r, size, dtype)
+                              for r, size in enumerate(sizes)])
+    return everyone.mean().item(), everyone.max().item()
+''',
+        ["A rank can make only its own"]),
     "10-predict-all-reduce": (
         "10-predict-all-reduce", "10_composing_and_cost",
         # the tree's levels climbed once only: half its latency
