@@ -66,6 +66,7 @@ def test_the_attack_scores_nothing_on_the_test_it_aims_at(graded, student):
 @pytest.mark.slow
 @pytest.mark.parametrize("student, fragment", [
     ("recomputes_inputs", "A rank can make only its own"),
+    ("calls_the_checks", "A rank can make only its own"),
     ("forges_its_trace", "where the calls your trace lists send"),
     ("hides_an_all_gather", "where the calls your trace lists send"),
     ("uses_the_store", "and the rendezvous store"),

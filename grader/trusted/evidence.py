@@ -216,8 +216,7 @@ class Evidence:
             except Exception as exc:  # noqa: BLE001 - calls that cannot all be made
                 raise AssertionError(
                     "the calls your ranks report do not fit together: made again by the "
-                    f"grader, they failed ({type(exc).__name__}: "
-                    f"{str(exc).splitlines()[0][:200]})") from None
+                    f"grader, they failed ({_first_failure(exc)})") from None
             by_case: dict[int, list[dict]] = {}
             for window in done.network or []:
                 opened = str(window["tags"][0]).split(":", 1)[-1]
@@ -225,6 +224,18 @@ class Evidence:
                     by_case.setdefault(int(opened.split()[1]), []).append(window)
             for number, key in enumerate(keys):
                 self.replays[key] = _merged(by_case.get(number, []))
+
+
+def _first_failure(exc: Exception) -> str:
+    """What went wrong in a failed replay, in a line: the first failing rank's own error when
+    the ranks raised (the RankError's first line only names them)."""
+    failures = getattr(exc, "failures", None)
+    if failures:
+        rank = min(failures)
+        lines = [line.strip() for line in str(failures[rank]).splitlines() if line.strip()]
+        return f"on rank {rank}: {(lines[0] if lines else type(exc).__name__)[:200]}"
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {(lines[0] if lines else '')[:200]}"
 
 
 def _key(steps: list[list[dict]], world_size: int) -> str:
