@@ -143,6 +143,39 @@ def zero3(gather="all_gather_into_tensor", scatter="reduce_scatter_tensor", shar
 
 # (exercise, chapter, the wrong answer, fragments of which the message must hold one)
 WRONG = {
+    "06-my-all-reduce-alone": (
+        "06-my-all-reduce", "06_all_reduce",
+        # no communication: every rank's input guessed as checks.rank_tensor, a public formula
+        '''
+def my_all_reduce(tensor):
+    world_size = dist.get_world_size()
+    tensor.copy_(sum(checks.rank_tensor(r, tuple(tensor.shape), tensor.dtype)
+                     for r in range(world_size)))
+''',
+        ["On rank 0 (world_size=4, shape=(2, 5), dtype=torch.float32), the tensor after "
+         "my_all_reduce should be"]),
+    "06-average-gradients-alone": (
+        "06-average-gradients", "06_all_reduce",
+        # the whole batch made on every rank with the test's own helper, then an all_reduce of
+        # gradients that are already the same everywhere
+        '''
+import inspect
+
+def average_gradients(model):
+    frame = inspect.currentframe().f_back
+    world_size, dtype = dist.get_world_size(), frame.f_locals["dtype"]
+    parts = [frame.f_globals["rows_of"](r, world_size, dtype) for r in range(world_size)]
+    x, y = torch.cat([a for a, _ in parts]), torch.cat([b for _, b in parts])
+    for param in model.parameters():
+        param.grad = None
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    for param in model.parameters():
+        if param.grad is not None:
+            dist.all_reduce(param.grad)
+            param.grad /= world_size
+''',
+        ["A rank can make only its own: what the other ranks hold has to reach it through "
+         "torch.distributed."]),
     "10-predict-all-reduce": (
         "10-predict-all-reduce", "10_composing_and_cost",
         # the tree's levels climbed once only: half its latency
