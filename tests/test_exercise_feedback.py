@@ -176,6 +176,37 @@ def average_gradients(model):
 ''',
         ["A rank can make only its own: what the other ranks hold has to reach it through "
          "torch.distributed."]),
+    "07-my-reduce-scatter-alone": (
+        "07-my-reduce-scatter", "07_reduce_scatter",
+        # no communication: every rank's blocks guessed from checks.rank_tensor, a public formula
+        '''
+def my_reduce_scatter(output, input_list):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    output.copy_(sum(checks.rank_tensor(r, tuple(output.shape), output.dtype) * (rank + 1)
+                     for r in range(world_size)))
+''',
+        ["On rank 0 (world_size=4, shape=(2, 3), dtype=torch.float32), output after "
+         "my_reduce_scatter should be"]),
+    "07-zero2-step-alone": (
+        "07-zero2-step", "07_reduce_scatter",
+        # every rank's batch guessed from a public seed (1000 + rank), the step computed alone,
+        # and a reduce_scatter_tensor for the bytes only
+        '''
+def zero2_step(param_shard, grad, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    k = param_shard.numel()
+    weight = torch.linspace(-1, 1, world_size * k, dtype=param_shard.dtype).requires_grad_(True)
+    xs, ys = [], []
+    for r in range(world_size):
+        generator = torch.Generator().manual_seed(1000 + r)
+        xs.append(torch.randn(8, world_size * k, generator=generator, dtype=param_shard.dtype))
+        ys.append(torch.randn(8, generator=generator, dtype=param_shard.dtype))
+    ((torch.cat(xs) @ weight - torch.cat(ys)) ** 2).mean().backward()
+    dist.reduce_scatter_tensor(torch.empty_like(param_shard), grad.contiguous())
+    return param_shard - lr * weight.grad[rank * k:(rank + 1) * k]
+''',
+        ["On rank 0 (world_size=4, k=3, dtype=torch.float32, lr=0.1), the shard returned by "
+         "zero2_step should be"]),
     "10-predict-all-reduce": (
         "10-predict-all-reduce", "10_composing_and_cost",
         # the tree's levels climbed once only: half its latency
