@@ -207,6 +207,34 @@ def zero2_step(param_shard, grad, lr):
 ''',
         ["On rank 0 (world_size=4, k=3, dtype=torch.float32, lr=0.1), the shard returned by "
          "zero2_step should be"]),
+    "08-my-all-to-all-alone": (
+        "08-my-all-to-all", "08_all_to_all",
+        # no communication: every block guessed from checks.rank_tensor, a public formula
+        '''
+def my_all_to_all(output_tensor_list, input_tensor_list):
+    rank = dist.get_rank()
+    for src, output in enumerate(output_tensor_list):
+        output.copy_(checks.rank_tensor(src, tuple(output.shape), output.dtype) + 1000 * rank)
+''',
+        ["On rank 0 (world_size=4, rows=[[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1]], "
+         "tail=(2,), dtype=torch.float32), output_tensor_list after my_all_to_all should be"]),
+    "08-dispatch-tokens-alone": (
+        "08-dispatch-tokens", "08_all_to_all",
+        # no communication: every rank's tokens and experts made with the test's own helper
+        '''
+import inspect
+
+def dispatch_tokens(tokens, expert_of_token):
+    frame = inspect.currentframe().f_back
+    case = frame.f_locals
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    routed = [frame.f_globals["routing"](r, world_size, case["n_tokens"], case["hidden"],
+                                         case["dtype"], case["experts_used"])
+              for r in range(world_size)]
+    return torch.cat([mine[experts == rank] for mine, experts in routed])
+''',
+        ["A rank can make only its own: what the other ranks hold has to reach it through "
+         "torch.distributed."]),
     "10-predict-all-reduce": (
         "10-predict-all-reduce", "10_composing_and_cost",
         # the tree's levels climbed once only: half its latency
