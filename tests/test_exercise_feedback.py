@@ -235,6 +235,16 @@ def dispatch_tokens(tokens, expert_of_token):
 ''',
         ["A rank can make only its own: what the other ranks hold has to reach it through "
          "torch.distributed."]),
+    "09-shift-right-alone": (
+        "09-shift-right", "09_point_to_point",
+        # no communication: the left neighbour's tensor guessed as checks.rank_tensor
+        '''
+def shift_right(tensor):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    return checks.rank_tensor((rank - 1) % world_size, tuple(tensor.shape), tensor.dtype)
+''',
+        ["On rank 0 (world_size=4, shape=(4,), dtype=torch.float32), (shift_right(tensor), "
+         "tensor afterwards) should be"]),
     "10-predict-all-reduce": (
         "10-predict-all-reduce", "10_composing_and_cost",
         # the tree's levels climbed once only: half its latency
