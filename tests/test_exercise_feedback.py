@@ -245,6 +245,34 @@ def shift_right(tensor):
 ''',
         ["On rank 0 (world_size=4, shape=(4,), dtype=torch.float32), (shift_right(tensor), "
          "tensor afterwards) should be"]),
+    "10-ring-all-reduce-alone": (
+        "10-ring-all-reduce", "10_composing_and_cost",
+        # no communication: every rank's tensor asked for by its rank
+        '''
+def ring_all_reduce(tensor):
+    world_size = dist.get_world_size()
+    tensor.copy_(sum(checks.private_tensor(r, tuple(tensor.shape), tensor.dtype)
+                     for r in range(world_size)))
+    return tensor
+''',
+        ["On rank 0, checks.private_tensor/private_seed was asked for rank 1's input. A rank "
+         "can make only its own"]),
+    "10-tensor-parallel-mlp-alone": (
+        "10-tensor-parallel-mlp", "10_composing_and_cost",
+        # the shards ignored: the whole MLP from the chapter's public mlp_parameters, and an
+        # all_reduce of zeros for the bytes
+        '''
+import inspect
+
+def tensor_parallel_mlp(x, w1_shard, b1_shard, w2_shard, b2):
+    case = inspect.currentframe().f_back.f_locals
+    full = mlp_parameters(case["batch"], case["width"], case["hidden"], case["dtype"])
+    zeros = torch.zeros_like(x)
+    dist.all_reduce(zeros)
+    return mlp_reference(*full) + zeros
+''',
+        ["On rank 0 (world_size=4, batch=3, width=4, hidden=8, dtype=torch.float32), "
+         "tensor_parallel_mlp's output should be"]),
     "10-predict-all-reduce": (
         "10-predict-all-reduce", "10_composing_and_cost",
         # the tree's levels climbed once only: half its latency
