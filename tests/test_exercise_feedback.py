@@ -332,6 +332,136 @@ def global_loss_stats(losses, dst):
     return everyone.mean().item(), everyone.max().item()
 ''',
         ["A rank can make only its own"]),
+    "06-my-all-reduce-alone": (
+        "06-my-all-reduce", "06_all_reduce",
+        # no communication: every rank's input guessed as checks.rank_tensor, a public formula
+        '''
+def my_all_reduce(tensor):
+    world_size = dist.get_world_size()
+    tensor.copy_(sum(checks.rank_tensor(r, tuple(tensor.shape), tensor.dtype)
+                     for r in range(world_size)))
+''',
+        ["On rank 0 (world_size=4, shape=(2, 5), dtype=torch.float32), the tensor after "
+         "my_all_reduce should be"]),
+    "06-average-gradients-alone": (
+        "06-average-gradients", "06_all_reduce",
+        # the whole batch made on every rank with the test's own helper, then an all_reduce of
+        # gradients that are already the same everywhere
+        '''
+import inspect
+
+def average_gradients(model):
+    frame = inspect.currentframe().f_back
+    world_size, dtype = dist.get_world_size(), frame.f_locals["dtype"]
+    parts = [frame.f_globals["rows_of"](r, world_size, dtype) for r in range(world_size)]
+    x, y = torch.cat([a for a, _ in parts]), torch.cat([b for _, b in parts])
+    for param in model.parameters():
+        param.grad = None
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    for param in model.parameters():
+        if param.grad is not None:
+            dist.all_reduce(param.grad)
+            param.grad /= world_size
+''',
+        ["A rank can make only its own: what the other ranks hold has to reach it through "
+         "torch.distributed."]),
+    "07-my-reduce-scatter-alone": (
+        "07-my-reduce-scatter", "07_reduce_scatter",
+        # no communication: every rank's blocks guessed from checks.rank_tensor, a public formula
+        '''
+def my_reduce_scatter(output, input_list):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    output.copy_(sum(checks.rank_tensor(r, tuple(output.shape), output.dtype) * (rank + 1)
+                     for r in range(world_size)))
+''',
+        ["On rank 0 (world_size=4, shape=(2, 3), dtype=torch.float32), output after "
+         "my_reduce_scatter should be"]),
+    "07-zero2-step-alone": (
+        "07-zero2-step", "07_reduce_scatter",
+        # every rank's batch guessed from a public seed (1000 + rank), the step computed alone,
+        # and a reduce_scatter_tensor for the bytes only
+        '''
+def zero2_step(param_shard, grad, lr):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    k = param_shard.numel()
+    weight = torch.linspace(-1, 1, world_size * k, dtype=param_shard.dtype).requires_grad_(True)
+    xs, ys = [], []
+    for r in range(world_size):
+        generator = torch.Generator().manual_seed(1000 + r)
+        xs.append(torch.randn(8, world_size * k, generator=generator, dtype=param_shard.dtype))
+        ys.append(torch.randn(8, generator=generator, dtype=param_shard.dtype))
+    ((torch.cat(xs) @ weight - torch.cat(ys)) ** 2).mean().backward()
+    dist.reduce_scatter_tensor(torch.empty_like(param_shard), grad.contiguous())
+    return param_shard - lr * weight.grad[rank * k:(rank + 1) * k]
+''',
+        ["On rank 0 (world_size=4, k=3, dtype=torch.float32, lr=0.1), the shard returned by "
+         "zero2_step should be"]),
+    "08-my-all-to-all-alone": (
+        "08-my-all-to-all", "08_all_to_all",
+        # no communication: every block guessed from checks.rank_tensor, a public formula
+        '''
+def my_all_to_all(output_tensor_list, input_tensor_list):
+    rank = dist.get_rank()
+    for src, output in enumerate(output_tensor_list):
+        output.copy_(checks.rank_tensor(src, tuple(output.shape), output.dtype) + 1000 * rank)
+''',
+        ["On rank 0 (world_size=4, rows=[[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1]], "
+         "tail=(2,), dtype=torch.float32), output_tensor_list after my_all_to_all should be"]),
+    "08-dispatch-tokens-alone": (
+        "08-dispatch-tokens", "08_all_to_all",
+        # no communication: every rank's tokens and experts made with the test's own helper
+        '''
+import inspect
+
+def dispatch_tokens(tokens, expert_of_token):
+    frame = inspect.currentframe().f_back
+    case = frame.f_locals
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    routed = [frame.f_globals["routing"](r, world_size, case["n_tokens"], case["hidden"],
+                                         case["dtype"], case["experts_used"])
+              for r in range(world_size)]
+    return torch.cat([mine[experts == rank] for mine, experts in routed])
+''',
+        ["A rank can make only its own: what the other ranks hold has to reach it through "
+         "torch.distributed."]),
+    "09-shift-right-alone": (
+        "09-shift-right", "09_point_to_point",
+        # no communication: the left neighbour's tensor guessed as checks.rank_tensor
+        '''
+def shift_right(tensor):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    return checks.rank_tensor((rank - 1) % world_size, tuple(tensor.shape), tensor.dtype)
+''',
+        ["On rank 0 (world_size=4, shape=(4,), dtype=torch.float32), (shift_right(tensor), "
+         "tensor afterwards) should be"]),
+    "10-ring-all-reduce-alone": (
+        "10-ring-all-reduce", "10_composing_and_cost",
+        # no communication: every rank's tensor asked for by its rank
+        '''
+def ring_all_reduce(tensor):
+    world_size = dist.get_world_size()
+    tensor.copy_(sum(checks.private_tensor(r, tuple(tensor.shape), tensor.dtype)
+                     for r in range(world_size)))
+    return tensor
+''',
+        ["On rank 0, checks.private_tensor/private_seed was asked for rank 1's input. A rank "
+         "can make only its own"]),
+    "10-tensor-parallel-mlp-alone": (
+        "10-tensor-parallel-mlp", "10_composing_and_cost",
+        # the shards ignored: the whole MLP from the chapter's public mlp_parameters, and an
+        # all_reduce of zeros for the bytes
+        '''
+import inspect
+
+def tensor_parallel_mlp(x, w1_shard, b1_shard, w2_shard, b2):
+    case = inspect.currentframe().f_back.f_locals
+    full = mlp_parameters(case["batch"], case["width"], case["hidden"], case["dtype"])
+    zeros = torch.zeros_like(x)
+    dist.all_reduce(zeros)
+    return mlp_reference(*full) + zeros
+''',
+        ["On rank 0 (world_size=4, batch=3, width=4, hidden=8, dtype=torch.float32), "
+         "tensor_parallel_mlp's output should be"]),
     "10-predict-all-reduce": (
         "10-predict-all-reduce", "10_composing_and_cost",
         # the tree's levels climbed once only: half its latency
