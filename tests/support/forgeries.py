@@ -338,6 +338,76 @@ def my_broadcast(tensor, src):
 '''
 
 
+# --- the same kinds of attack on later chapters ---------------------------------------------------
+
+# 02: rank src's piece for this rank, made on this rank from the test's own input maker
+MAKES_ITS_PIECE = '''\
+def my_scatter(tensor, scatter_list, src):
+    rank = dist.get_rank()
+    tensor.copy_(checks.private_tensor(src, tuple(tensor.shape), tensor.dtype, "piece", rank))
+'''
+
+# 05: the test's own maker of each rank's losses, found in the calling frame, for every rank
+CALLS_THE_TEST_FOR_EVERY_RANK = '''\
+def global_loss_stats(losses, dst):
+    import sys
+    caller = sys._getframe(1)
+    make = next(f for f in list(caller.f_globals.values()) + list(caller.f_locals.values())
+                if callable(f) and getattr(f, "__name__", "") == "losses_of")
+    sizes, dtype = caller.f_locals["sizes"], caller.f_locals["dtype"]
+    everyone = torch.cat([make(r, size, dtype) for r, size in enumerate(sizes)])
+    return everyone.mean().item(), everyone.max().item()
+'''
+
+# 07: the collective the exercise forbids, with its record taken out of the trace
+DELETES_ITS_RECORD = '''\
+def my_reduce_scatter(output, input_list):
+    from commlab import trace
+    dist.reduce_scatter(output, list(input_list))
+    trace.current().calls.pop()
+'''
+
+# 08: every block through the rendezvous store: the process group carries nothing
+ALL_TO_ALL_THROUGH_THE_STORE = '''\
+def my_all_to_all(output_tensor_list, input_tensor_list):
+    store = dist.distributed_c10d._get_default_store()
+    rank = dist.get_rank()
+    for dst, block in enumerate(input_tensor_list):
+        store.set(f"forgery/{rank}->{dst}", block.contiguous().numpy().tobytes())
+    for src, out in enumerate(output_tensor_list):
+        data = store.get(f"forgery/{src}->{rank}")
+        if data:
+            out.copy_(torch.frombuffer(bytearray(data), dtype=out.dtype).reshape(out.shape))
+'''
+
+# 10: dist.all_reduce does the work; the trace reports the ring's 2(n-1) sends and receives of
+# the right chunks instead, records a replay would make exactly as written
+REPORTS_A_RING_IT_NEVER_RAN = '''\
+def ring_all_reduce(tensor):
+    import dataclasses
+    from commlab import trace
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    dist.all_reduce(tensor)
+    calls = trace.current().calls
+    made = calls.pop()
+    chunks = torch.tensor_split(tensor, world_size)
+    right, left = (rank + 1) % world_size, (rank - 1) % world_size
+    for step in range(2 * (world_size - 1)):
+        s = step % (world_size - 1)
+        first = step < world_size - 1
+        mine = (rank - s) % world_size if first else (rank + 1 - s) % world_size
+        theirs = (left - s) % world_size if first else (left + 1 - s) % world_size
+        for op, peer, chunk in (("send", right, chunks[mine]), ("recv", left, chunks[theirs])):
+            size = chunk.numel() * chunk.element_size()
+            calls.append(dataclasses.replace(
+                made, op=op, index=step + 1, seq=len(calls), root=peer, reduce_op=None,
+                tensors={"tensor": trace.TensorInfo.of(chunk)},
+                sent_to={peer: size} if op == "send" else {},
+                received_from={peer: size} if op == "recv" else {}))
+    return tensor
+'''
+
+
 def students() -> dict[str, tuple[str, object, str]]:
     """student -> (chapter, notebook, grade id of the test the attack aims at)."""
     broadcast = "01_broadcast"
@@ -379,4 +449,15 @@ def students() -> dict[str, tuple[str, object, str]]:
                           ("sends_datagrams", SENDS_DATAGRAMS)):
         found[name] = (broadcast, answer(broadcast, "01-my-broadcast", channel),
                        "01-my-broadcast-test")
+    for name, chapter, grade_id, source in (
+            ("makes_its_piece", "02_scatter", "02-my-scatter", MAKES_ITS_PIECE),
+            ("calls_the_test_for_every_rank", "05_reduce", "05-global-loss-stats",
+             CALLS_THE_TEST_FOR_EVERY_RANK),
+            ("deletes_its_record", "07_reduce_scatter", "07-my-reduce-scatter",
+             DELETES_ITS_RECORD),
+            ("all_to_all_through_the_store", "08_all_to_all", "08-my-all-to-all",
+             ALL_TO_ALL_THROUGH_THE_STORE),
+            ("reports_a_ring_it_never_ran", "10_composing_and_cost", "10-ring-all-reduce",
+             REPORTS_A_RING_IT_NEVER_RAN)):
+        found[name] = (chapter, answer(chapter, grade_id, source), f"{grade_id}-test")
     return found
