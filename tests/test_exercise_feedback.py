@@ -559,6 +559,33 @@ def heads_to_sequence(y):
          "dtype=torch.float32), sequence_to_heads(x) (this rank's heads, every position): a "
          "float32 tensor of shape (2, 8, 2) whose largest difference from the expected values "
          "is"]),
+    # answers that make the other ranks' inputs instead of receiving them: each rank can make
+    # only its own (checks.private_tensor, private_seed), and the chapters' public helpers no
+    # longer give the test's inputs
+    "11-hierarchical-all-reduce-from-every-input": (
+        "11-hierarchical-all-reduce", "11_process_groups",
+        '''
+def hierarchical_all_reduce(tensor, intra_group, inter_group):
+    total = sum(checks.private_tensor(r, tuple(tensor.shape), tensor.dtype)
+                for r in range(dist.get_world_size()))
+    return tensor.copy_(total)
+''',
+        ["checks.private_tensor/private_seed was asked for rank 1's input. A rank can make only "
+         "its own"]),
+    "11-dp-tp-gradient-from-public-data": (
+        "11-dp-tp-gradient", "11_process_groups",
+        # the two all_reduce calls made on zeros; the gradient from linear_problem's batch
+        '''
+def dp_tp_gradient(x, target, w_shard, dp_group, tp_group):
+    tp_rank, tp_size = dist.get_rank(tp_group), dist.get_world_size(tp_group)
+    xs, ts, w = linear_problem(x.shape[0] * dist.get_world_size(dp_group), x.shape[1],
+                               target.shape[1], x.dtype)
+    dist.all_reduce(torch.zeros(x.shape[0], target.shape[1], dtype=x.dtype), group=tp_group)
+    dist.all_reduce(torch.zeros_like(w_shard), group=dp_group)
+    return torch.tensor_split(linear_gradient_reference(xs, ts, w), tp_size, dim=0)[tp_rank]
+''',
+        ["On rank 0 (world_size=4, dp=2, tp=2, batch=4, width=6, out=3, dtype=torch.float32), "
+         "the gradient of this rank's rows of w"]),
 }
 
 # (exercise, chapter, a correct answer that the exercise's test cell must accept)
