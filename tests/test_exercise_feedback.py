@@ -187,7 +187,7 @@ def dp_tp_gradient(x, target, w_shard, dp_group, tp_group):
          "gradient on the dp group) should be\n    [[0, 1], [0, 2]]\nbut it is\n"
          "    [[0, 1], [0, 1, 2, 3]]"]),
     "12-average-all": (
-        "12-average-all", "12_async_and_overlap",
+        "12-average-all-order", "12_async_and_overlap",
         # each call waited for at once: nothing is in flight together
         '''
 def average_all(tensors):
@@ -199,7 +199,7 @@ def average_all(tensors):
          "test) made its first one (start them all, then wait: a wait cannot end before every "
          "rank made the call) should be\n    3\nbut it is\n    1"]),
     "12-average-all-future-each": (
-        "12-average-all", "12_async_and_overlap",
+        "12-average-all-order", "12_async_and_overlap",
         # the same through futures: each waited for before the next is started
         '''
 def average_all(tensors):
@@ -210,7 +210,7 @@ def average_all(tensors):
         ["made its first one (start them all, then wait: a wait cannot end before every rank "
          "made the call) should be\n    3\nbut it is\n    1"]),
     "12-bucketed-ddp": (
-        "12-bucketed-ddp", "12_async_and_overlap",
+        "12-bucketed-ddp-buckets", "12_async_and_overlap",
         # right values, but every bucket is all-reduced after the backward pass: no overlap
         DDP_HEAD + '''
     def forward(self, *inputs):
@@ -230,7 +230,7 @@ def average_all(tensors):
          "the backward pass went on to the next gradient should be\n    [True, True, True]\n"
          "but it is\n    [False, False, False]"]),
     "12-bucketed-ddp-from-the-last-hook": (
-        "12-bucketed-ddp", "12_async_and_overlap",
+        "12-bucketed-ddp-buckets", "12_async_and_overlap",
         # the hooks count the gradients, but every bucket starts from the last one: no overlap
         DDP_HEAD + '''
         self.pending = sum(len(bucket) for bucket in self.buckets)
@@ -249,7 +249,7 @@ def average_all(tensors):
 ''',
         ["should be\n    [True, True, True]\nbut it is\n    [False, False, True]"]),
     "12-bucketed-ddp-as-completed": (
-        "12-bucketed-ddp", "12_async_and_overlap",
+        "12-bucketed-ddp-buckets", "12_async_and_overlap",
         # each bucket started as soon as it is complete, not in bucket order
         DDP_HEAD + '''
         self.bucket_of = {p: i for i, bucket in enumerate(self.buckets) for p in bucket}
@@ -586,6 +586,17 @@ def dp_tp_gradient(x, target, w_shard, dp_group, tp_group):
 ''',
         ["On rank 0 (world_size=4, dp=2, tp=2, batch=4, width=6, out=3, dtype=torch.float32), "
          "the gradient of this rank's rows of w"]),
+    "12-average-all-from-every-input": (
+        "12-average-all", "12_async_and_overlap",
+        '''
+def average_all(tensors):
+    world_size = dist.get_world_size()
+    for i, tensor in enumerate(tensors):
+        tensor.copy_(sum(checks.private_tensor(r, tuple(tensor.shape), tensor.dtype, i)
+                         for r in range(world_size)) / world_size)
+''',
+        ["A rank can make only its own: what the other ranks hold has to reach it through "
+         "torch.distributed"]),
 }
 
 # (exercise, chapter, a correct answer that the exercise's test cell must accept)
@@ -601,6 +612,24 @@ def average_all(tensors):
 '''),
     "12-average-all-futures": (
         "12-average-all", "12_async_and_overlap",
+        '''
+def average_all(tensors):
+    futures = [dist.all_reduce(tensor, async_op=True).get_future() for tensor in tensors]
+    for future, tensor in zip(futures, tensors):
+        future.wait()
+        tensor /= dist.get_world_size()
+'''),
+    "12-average-all-order-wait-all": (
+        "12-average-all-order", "12_async_and_overlap",
+        '''
+def average_all(tensors):
+    works = [dist.all_reduce(tensor, async_op=True) for tensor in tensors]
+    torch.futures.wait_all([work.get_future() for work in works])
+    for tensor in tensors:
+        tensor /= dist.get_world_size()
+'''),
+    "12-average-all-order-futures": (
+        "12-average-all-order", "12_async_and_overlap",
         '''
 def average_all(tensors):
     futures = [dist.all_reduce(tensor, async_op=True).get_future() for tensor in tensors]
