@@ -316,7 +316,7 @@ def train_data_parallel(model, batches, lr=0.1):
          "train_single from rank 0's weights) should be"]),
     "13-train-data-parallel-whole-batch": (
         "13-train-data-parallel", "13_capstone_training",
-        # the right losses and bytes, but every rank computes on the whole batch
+        # every rank computes on the whole batch, whose other rows it holds as NaN
         '''
 def train_data_parallel(model, batches, lr=0.1):
     world_size = dist.get_world_size()
@@ -333,9 +333,8 @@ def train_data_parallel(model, batches, lr=0.1):
         losses.append(reported.item() / world_size)
     return losses
 ''',
-        ["On rank 0 (world_size=4, steps=4, batch=16), the rows of x in each forward pass "
-         "(this rank's share of the batch, torch.tensor_split(x, world_size)[rank]) should be\n"
-         "    [4, 4, 4, 4]\nbut it is\n    [16, 16, 16, 16]"]),
+        ["On rank 0 (world_size=4, steps=4, batch=16), the loss of each step (those of "
+         "train_single from rank 0's weights) should be"]),
     "13-train-zero3": (
         "13-train-zero3", "13_capstone_training",
         # the right losses, but the whole gradient is all-reduced instead of reduce-scattered
@@ -351,13 +350,12 @@ def train_data_parallel(model, batches, lr=0.1):
          "but it is\n    {'scatter': 972, 'all_gather_into_tensor': 3888, 'all_reduce': 15600}"]),
     "13-train-zero3-whole-batch": (
         "13-train-zero3", "13_capstone_training",
-        # the right losses and bytes, but every rank computes on the whole batch
+        # every rank computes on the whole batch, whose other rows it holds as NaN
         zero3(sharded=False),
-        ["the rows of x in each forward pass (this rank's share of the batch, "
-         "torch.tensor_split(x, world_size)[rank]) should be\n    [4, 4, 4, 4]\nbut it is\n"
-         "    [16, 16, 16, 16]"]),
+        ["On rank 0 (world_size=4, steps=4, batch=16), the loss of each step (those of "
+         "train_single from rank 0's weights) should be"]),
     "13-train-zero3-keeps-the-model": (
-        "13-train-zero3", "13_capstone_training",
+        "13-train-zero3-memory", "13_capstone_training",
         # the right losses and bytes, but the gathered weights are never freed: every parameter
         # stays a view of one full vector for the whole run
         zero3(free="pass"),
@@ -597,6 +595,23 @@ def average_all(tensors):
 ''',
         ["A rank can make only its own: what the other ranks hold has to reach it through "
          "torch.distributed"]),
+    "13-train-data-parallel-rank-0-weights": (
+        "13-train-data-parallel", "13_capstone_training",
+        # every rank makes rank 0's initial weights instead of receiving them
+        '''
+def train_data_parallel(model, batches, lr=0.1):
+    model = make_model(checks.private_seed(0, "model"))
+    losses = []
+    for x, y in batches:
+        rows = ~torch.isnan(x[:, 0])
+        loss = torch.nn.functional.mse_loss(model(x[rows]), y[rows])
+        loss.backward()
+        sgd_step(model.parameters(), lr)
+        losses.append(loss.item())
+    return losses
+''',
+        ["checks.private_tensor/private_seed was asked for rank 0's input. A rank can make only "
+         "its own"]),
 }
 
 # (exercise, chapter, a correct answer that the exercise's test cell must accept)
