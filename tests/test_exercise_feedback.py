@@ -442,7 +442,7 @@ class ReduceScatterToSequenceParallel(torch.autograd.Function):
          "[0, 1, 2, 3])]\nbut it is\n    [('all_gather_into_tensor', 96, [0, 1, 2, 3])]"]),
     # 15_pipeline_parallel
     "15-gpipe": (
-        "15-gpipe", "15_pipeline_parallel",
+        "15-gpipe-schedule", "15_pipeline_parallel",
         # right gradients, but each micro-batch's backward step right after its forward step:
         # one micro-batch in the pipeline at a time
         '''
@@ -654,6 +654,19 @@ class ReduceFromTensorParallel(torch.autograd.Function):
 ''',
         ["On rank 0 (world_size=4, tp=4, tokens=3, width=4, hidden=8, dtype=torch.float32), "
          "the MLP's output should be"]),
+    "15-gpipe-from-public-stages": (
+        "15-gpipe", "15_pipeline_parallel",
+        # every rank computes the whole model from make_stage and make_batch
+        '''
+def gpipe(stage, x, target, num_microbatches):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    gradients, loss = reference_step(world_size, x.shape[0], x.dtype)
+    for param, grad in zip(stage.parameters(), gradients[rank]):
+        param.grad = grad.to(param.device)
+    return loss if rank == world_size - 1 else None
+''',
+        ["On rank 0 (world_size=4), the stage's gradients [weight, bias] (one process's, on the "
+         "whole batch) should be"]),
 }
 
 # (exercise, chapter, a correct answer that the exercise's test cell must accept)
