@@ -509,7 +509,7 @@ def one_f_one_b(stage, x, target, num_microbatches):
         ["rank 2 is still in send #2\n  rank 3 is still in send #1"]),
     # 16_context_parallel
     "16-ring-attention": (
-        "16-ring-attention", "16_context_parallel",
+        "16-ring-attention-overlap", "16_context_parallel",
         # right values and bytes, but each transfer starts after the block's attention: no overlap
         '''
 def ring_attention(q, k, v):
@@ -667,6 +667,23 @@ def gpipe(stage, x, target, num_microbatches):
 ''',
         ["On rank 0 (world_size=4), the stage's gradients [weight, bias] (one process's, on the "
          "whole batch) should be"]),
+    "16-ulysses-relayout-from-every-input": (
+        "16-ulysses-relayout", "16_context_parallel",
+        '''
+def sequence_to_heads(x):
+    world_size, rank = dist.get_world_size(), dist.get_rank()
+    pieces = [checks.private_tensor(r, tuple(x.shape), x.dtype, "sequence_to_heads")
+              for r in range(world_size)]
+    return torch.cat(pieces, dim=1).chunk(world_size, dim=0)[rank]
+
+def heads_to_sequence(y):
+    world_size, rank = dist.get_world_size(), dist.get_rank()
+    pieces = [checks.private_tensor(r, tuple(y.shape), y.dtype, "heads_to_sequence")
+              for r in range(world_size)]
+    return positions_of(torch.cat(pieces, dim=0), rank, world_size)
+''',
+        ["A rank can make only its own: what the other ranks hold has to reach it through "
+         "torch.distributed"]),
 }
 
 # (exercise, chapter, a correct answer that the exercise's test cell must accept)
