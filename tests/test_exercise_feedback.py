@@ -506,7 +506,7 @@ def dp_tp_gradient(x, target, w_shard, dp_group, tp_group):
          "gradient on the dp group) should be\n    [[0, 1], [0, 2]]\nbut it is\n"
          "    [[0, 1], [0, 1, 2, 3]]"]),
     "12-average-all": (
-        "12-average-all", "12_async_and_overlap",
+        "12-average-all-order", "12_async_and_overlap",
         # each call waited for at once: nothing is in flight together
         '''
 def average_all(tensors):
@@ -518,7 +518,7 @@ def average_all(tensors):
          "test) made its first one (start them all, then wait: a wait cannot end before every "
          "rank made the call) should be\n    3\nbut it is\n    1"]),
     "12-average-all-future-each": (
-        "12-average-all", "12_async_and_overlap",
+        "12-average-all-order", "12_async_and_overlap",
         # the same through futures: each waited for before the next is started
         '''
 def average_all(tensors):
@@ -529,7 +529,7 @@ def average_all(tensors):
         ["made its first one (start them all, then wait: a wait cannot end before every rank "
          "made the call) should be\n    3\nbut it is\n    1"]),
     "12-bucketed-ddp": (
-        "12-bucketed-ddp", "12_async_and_overlap",
+        "12-bucketed-ddp-buckets", "12_async_and_overlap",
         # right values, but every bucket is all-reduced after the backward pass: no overlap
         DDP_HEAD + '''
     def forward(self, *inputs):
@@ -549,7 +549,7 @@ def average_all(tensors):
          "the backward pass went on to the next gradient should be\n    [True, True, True]\n"
          "but it is\n    [False, False, False]"]),
     "12-bucketed-ddp-from-the-last-hook": (
-        "12-bucketed-ddp", "12_async_and_overlap",
+        "12-bucketed-ddp-buckets", "12_async_and_overlap",
         # the hooks count the gradients, but every bucket starts from the last one: no overlap
         DDP_HEAD + '''
         self.pending = sum(len(bucket) for bucket in self.buckets)
@@ -568,7 +568,7 @@ def average_all(tensors):
 ''',
         ["should be\n    [True, True, True]\nbut it is\n    [False, False, True]"]),
     "12-bucketed-ddp-as-completed": (
-        "12-bucketed-ddp", "12_async_and_overlap",
+        "12-bucketed-ddp-buckets", "12_async_and_overlap",
         # each bucket started as soon as it is complete, not in bucket order
         DDP_HEAD + '''
         self.bucket_of = {p: i for i, bucket in enumerate(self.buckets) for p in bucket}
@@ -635,7 +635,7 @@ def train_data_parallel(model, batches, lr=0.1):
          "train_single from rank 0's weights) should be"]),
     "13-train-data-parallel-whole-batch": (
         "13-train-data-parallel", "13_capstone_training",
-        # the right losses and bytes, but every rank computes on the whole batch
+        # every rank computes on the whole batch, whose other rows it holds as NaN
         '''
 def train_data_parallel(model, batches, lr=0.1):
     world_size = dist.get_world_size()
@@ -652,9 +652,8 @@ def train_data_parallel(model, batches, lr=0.1):
         losses.append(reported.item() / world_size)
     return losses
 ''',
-        ["On rank 0 (world_size=4, steps=4, batch=16), the rows of x in each forward pass "
-         "(this rank's share of the batch, torch.tensor_split(x, world_size)[rank]) should be\n"
-         "    [4, 4, 4, 4]\nbut it is\n    [16, 16, 16, 16]"]),
+        ["On rank 0 (world_size=4, steps=4, batch=16), the loss of each step (those of "
+         "train_single from rank 0's weights) should be"]),
     "13-train-zero3": (
         "13-train-zero3", "13_capstone_training",
         # the right losses, but the whole gradient is all-reduced instead of reduce-scattered
@@ -670,13 +669,12 @@ def train_data_parallel(model, batches, lr=0.1):
          "but it is\n    {'scatter': 972, 'all_gather_into_tensor': 3888, 'all_reduce': 15600}"]),
     "13-train-zero3-whole-batch": (
         "13-train-zero3", "13_capstone_training",
-        # the right losses and bytes, but every rank computes on the whole batch
+        # every rank computes on the whole batch, whose other rows it holds as NaN
         zero3(sharded=False),
-        ["the rows of x in each forward pass (this rank's share of the batch, "
-         "torch.tensor_split(x, world_size)[rank]) should be\n    [4, 4, 4, 4]\nbut it is\n"
-         "    [16, 16, 16, 16]"]),
+        ["On rank 0 (world_size=4, steps=4, batch=16), the loss of each step (those of "
+         "train_single from rank 0's weights) should be"]),
     "13-train-zero3-keeps-the-model": (
-        "13-train-zero3", "13_capstone_training",
+        "13-train-zero3-memory", "13_capstone_training",
         # the right losses and bytes, but the gathered weights are never freed: every parameter
         # stays a view of one full vector for the whole run
         zero3(free="pass"),
@@ -763,7 +761,7 @@ class ReduceScatterToSequenceParallel(torch.autograd.Function):
          "[0, 1, 2, 3])]\nbut it is\n    [('all_gather_into_tensor', 96, [0, 1, 2, 3])]"]),
     # 15_pipeline_parallel
     "15-gpipe": (
-        "15-gpipe", "15_pipeline_parallel",
+        "15-gpipe-schedule", "15_pipeline_parallel",
         # right gradients, but each micro-batch's backward step right after its forward step:
         # one micro-batch in the pipeline at a time
         '''
@@ -830,7 +828,7 @@ def one_f_one_b(stage, x, target, num_microbatches):
         ["rank 2 is still in send #2\n  rank 3 is still in send #1"]),
     # 16_context_parallel
     "16-ring-attention": (
-        "16-ring-attention", "16_context_parallel",
+        "16-ring-attention-overlap", "16_context_parallel",
         # right values and bytes, but each transfer starts after the block's attention: no overlap
         '''
 def ring_attention(q, k, v):
@@ -878,6 +876,133 @@ def heads_to_sequence(y):
          "dtype=torch.float32), sequence_to_heads(x) (this rank's heads, every position): a "
          "float32 tensor of shape (2, 8, 2) whose largest difference from the expected values "
          "is"]),
+    # answers that make the other ranks' inputs instead of receiving them: each rank can make
+    # only its own (checks.private_tensor, private_seed), and the chapters' public helpers no
+    # longer give the test's inputs
+    "11-hierarchical-all-reduce-from-every-input": (
+        "11-hierarchical-all-reduce", "11_process_groups",
+        '''
+def hierarchical_all_reduce(tensor, intra_group, inter_group):
+    total = sum(checks.private_tensor(r, tuple(tensor.shape), tensor.dtype)
+                for r in range(dist.get_world_size()))
+    return tensor.copy_(total)
+''',
+        ["checks.private_tensor/private_seed was asked for rank 1's input. A rank can make only "
+         "its own"]),
+    "11-dp-tp-gradient-from-public-data": (
+        "11-dp-tp-gradient", "11_process_groups",
+        # the two all_reduce calls made on zeros; the gradient from linear_problem's batch
+        '''
+def dp_tp_gradient(x, target, w_shard, dp_group, tp_group):
+    tp_rank, tp_size = dist.get_rank(tp_group), dist.get_world_size(tp_group)
+    xs, ts, w = linear_problem(x.shape[0] * dist.get_world_size(dp_group), x.shape[1],
+                               target.shape[1], x.dtype)
+    dist.all_reduce(torch.zeros(x.shape[0], target.shape[1], dtype=x.dtype), group=tp_group)
+    dist.all_reduce(torch.zeros_like(w_shard), group=dp_group)
+    return torch.tensor_split(linear_gradient_reference(xs, ts, w), tp_size, dim=0)[tp_rank]
+''',
+        ["On rank 0 (world_size=4, dp=2, tp=2, batch=4, width=6, out=3, dtype=torch.float32), "
+         "the gradient of this rank's rows of w"]),
+    "12-average-all-from-every-input": (
+        "12-average-all", "12_async_and_overlap",
+        '''
+def average_all(tensors):
+    world_size = dist.get_world_size()
+    for i, tensor in enumerate(tensors):
+        tensor.copy_(sum(checks.private_tensor(r, tuple(tensor.shape), tensor.dtype, i)
+                         for r in range(world_size)) / world_size)
+''',
+        ["A rank can make only its own: what the other ranks hold has to reach it through "
+         "torch.distributed"]),
+    "13-train-data-parallel-rank-0-weights": (
+        "13-train-data-parallel", "13_capstone_training",
+        # every rank makes rank 0's initial weights instead of receiving them
+        '''
+def train_data_parallel(model, batches, lr=0.1):
+    model = make_model(checks.private_seed(0, "model"))
+    losses = []
+    for x, y in batches:
+        rows = ~torch.isnan(x[:, 0])
+        loss = torch.nn.functional.mse_loss(model(x[rows]), y[rows])
+        loss.backward()
+        sgd_step(model.parameters(), lr)
+        losses.append(loss.item())
+    return losses
+''',
+        ["checks.private_tensor/private_seed was asked for rank 0's input. A rank can make only "
+         "its own"]),
+    "14-f-and-g-from-public-weights": (
+        "14-f-and-g", "14_tensor_parallel",
+        # f and g make their all_reduce on zeros and take the values from mlp_parameters
+        '''
+import inspect
+
+def _mlp_sizes(x):
+    frame = inspect.currentframe()
+    while "tokens" not in frame.f_locals:             # the test's case function
+        frame = frame.f_back
+    return x.shape[0], x.shape[1], frame.f_locals["hidden"]
+
+
+class CopyToTensorParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group, ctx.sizes = group, _mlp_sizes(x)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        dist.all_reduce(torch.zeros_like(grad_output), group=ctx.group)
+        with torch.enable_grad():
+            _, gradients = reference_gradients(*ctx.sizes, grad_output.dtype)
+        return gradients[0], None
+
+
+class ReduceFromTensorParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):
+        dist.all_reduce(torch.zeros_like(x), group=group)
+        sizes = _mlp_sizes(x)
+        with torch.enable_grad():
+            output, _ = reference_gradients(*sizes, x.dtype)
+        return output - mlp_parameters(*sizes, x.dtype)[4]
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output, None
+''',
+        ["On rank 0 (world_size=4, tp=4, tokens=3, width=4, hidden=8, dtype=torch.float32), "
+         "the MLP's output should be"]),
+    "15-gpipe-from-public-stages": (
+        "15-gpipe", "15_pipeline_parallel",
+        # every rank computes the whole model from make_stage and make_batch
+        '''
+def gpipe(stage, x, target, num_microbatches):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    gradients, loss = reference_step(world_size, x.shape[0], x.dtype)
+    for param, grad in zip(stage.parameters(), gradients[rank]):
+        param.grad = grad.to(param.device)
+    return loss if rank == world_size - 1 else None
+''',
+        ["On rank 0 (world_size=4), the stage's gradients [weight, bias] (one process's, on the "
+         "whole batch) should be"]),
+    "16-ulysses-relayout-from-every-input": (
+        "16-ulysses-relayout", "16_context_parallel",
+        '''
+def sequence_to_heads(x):
+    world_size, rank = dist.get_world_size(), dist.get_rank()
+    pieces = [checks.private_tensor(r, tuple(x.shape), x.dtype, "sequence_to_heads")
+              for r in range(world_size)]
+    return torch.cat(pieces, dim=1).chunk(world_size, dim=0)[rank]
+
+def heads_to_sequence(y):
+    world_size, rank = dist.get_world_size(), dist.get_rank()
+    pieces = [checks.private_tensor(r, tuple(y.shape), y.dtype, "heads_to_sequence")
+              for r in range(world_size)]
+    return positions_of(torch.cat(pieces, dim=0), rank, world_size)
+''',
+        ["A rank can make only its own: what the other ranks hold has to reach it through "
+         "torch.distributed"]),
 }
 
 # (exercise, chapter, a correct answer that the exercise's test cell must accept)
@@ -893,6 +1018,24 @@ def average_all(tensors):
 '''),
     "12-average-all-futures": (
         "12-average-all", "12_async_and_overlap",
+        '''
+def average_all(tensors):
+    futures = [dist.all_reduce(tensor, async_op=True).get_future() for tensor in tensors]
+    for future, tensor in zip(futures, tensors):
+        future.wait()
+        tensor /= dist.get_world_size()
+'''),
+    "12-average-all-order-wait-all": (
+        "12-average-all-order", "12_async_and_overlap",
+        '''
+def average_all(tensors):
+    works = [dist.all_reduce(tensor, async_op=True) for tensor in tensors]
+    torch.futures.wait_all([work.get_future() for work in works])
+    for tensor in tensors:
+        tensor /= dist.get_world_size()
+'''),
+    "12-average-all-order-futures": (
+        "12-average-all-order", "12_async_and_overlap",
         '''
 def average_all(tensors):
     futures = [dist.all_reduce(tensor, async_op=True).get_future() for tensor in tensors]
