@@ -49,6 +49,10 @@ def limit_outputs(notebook, config, info: dict):
     return notebook
 
 
+# Seconds an interrupted cell's kernel gets to finish its outputs (see _Client)
+INTERRUPT_GRACE = 30
+
+
 class _Client(Execute):
     """nbgrader's Execute (an error output for a cell that timed out, errors allowed), on a
     kernel started elsewhere; it remembers which cells it interrupted at the cell limit."""
@@ -58,6 +62,11 @@ class _Client(Execute):
 
     async def _async_handle_timeout(self, timeout, cell=None):
         self.interrupted.add(self.current)
+        # The interrupted cell's last messages come once the kernel has stopped what it ran
+        # (commlab stops its ranks first), which a loaded machine can take longer than
+        # nbclient's few seconds for: past those, nbclient raises CellTimeoutError, a
+        # TimeoutError that would end the whole submission instead of this cell.
+        self.iopub_timeout = max(self.iopub_timeout, INTERRUPT_GRACE)
         return await super()._async_handle_timeout(timeout, cell)
 
 
