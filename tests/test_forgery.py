@@ -1,12 +1,13 @@
 """Hostile submissions, graded as a class: each attack of a student who wants the points without
 the work scores 0 on the test it aims at, and harms nothing.
 
-The class (tests/support/forgeries.py) recomputes other ranks' inputs, reads them from its
-process, calls the test's own helpers, forges its trace, hides a costly collective from it,
-moves data through files, shared memory, a Unix socket, the rendezvous store, a connection or
-datagrams of its own, lies in its reply, sends a report that would run code in the rank host,
-leaves IPC objects and files for the next submission, writes to terminals, hands in outputs that
-would run script in a browser, and prints its hidden test cases.
+The class (tests/support/forgeries.py), on chapters 00 to 16: recomputes other ranks' inputs,
+reads them from its process, calls the test's own helpers, forges its trace, deletes records or
+hides a costly collective behind the calls of the intended answer, reports a schedule it never
+ran, makes the right calls on zeros, moves data through files, shared memory, a Unix socket, the
+rendezvous store, a connection or datagrams of its own, lies in its reply, sends a report that
+would run code in the rank host, leaves IPC objects and files for the next submission, writes to
+terminals, hands in outputs that would run script in a browser, and prints its hidden test cases.
 """
 
 from __future__ import annotations
@@ -73,6 +74,13 @@ def test_the_attack_scores_nothing_on_the_test_it_aims_at(graded, student):
     ("opens_its_own_connection", "opened and closed again"),
     ("lies_in_its_reply", "does not hold the"),
     ("runs_code_in_the_host", "cannot be read"),
+    ("makes_its_piece", "A rank can make only its own"),
+    ("calls_the_test_for_every_rank", "A rank can make only its own"),
+    ("all_to_all_through_the_store", "and the rendezvous store"),
+    ("reports_a_ring_it_never_ran", "where the calls your trace lists send"),
+    ("hides_the_worlds_all_reduce", "where the calls your trace lists send"),
+    ("gathers_every_block_hidden", "where the calls your trace lists send"),
+    ("right_calls_on_zeros", "should be"),
 ])
 def test_the_test_says_what_gave_the_attack_away(graded, student, fragment):
     _, out = graded

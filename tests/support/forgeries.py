@@ -1,4 +1,4 @@
-"""Hostile submissions, one attack each, on several chapters: what a student who wants the
+"""Hostile submissions, one attack each, on chapters 00 to 16: what a student who wants the
 points without the work could hand in. :mod:`tests.test_forgery` grades them as a class.
 
 Each entry: student -> (chapter, notebook, the test cell the attack aims at). The attacks make
@@ -408,6 +408,177 @@ def ring_all_reduce(tensor):
 '''
 
 
+# 11: the whole tensor all-reduced over the world, hidden; the hierarchy's calls made on zeros,
+# for the trace only
+HIDES_THE_WORLDS_ALL_REDUCE = '''\
+def hierarchical_all_reduce(tensor, intra_group, inter_group):
+    per_node = dist.get_world_size(intra_group)
+    dist.all_reduce(tensor)                           # the whole tensor across the nodes
+    del commlab.trace.current().calls[-1]             # ... hidden from the trace
+    shard = torch.zeros(tensor.numel() // per_node, dtype=tensor.dtype)
+    dummy = torch.zeros_like(tensor)                  # the hierarchy's calls, for the trace only
+    dist.reduce_scatter_tensor(shard, dummy, group=intra_group)
+    dist.all_reduce(shard, group=inter_group)
+    dist.all_gather_into_tensor(dummy, shard, group=intra_group)
+    return tensor
+'''
+
+# 11: the right calls on the right groups, on zeros; the gradient from the chapter's public
+# helpers, for the whole problem
+RIGHT_CALLS_ON_ZEROS = '''\
+def dp_tp_gradient(x, target, w_shard, dp_group, tp_group):
+    tp_rank, tp_size = dist.get_rank(tp_group), dist.get_world_size(tp_group)
+    xs, ts, w = linear_problem(x.shape[0] * dist.get_world_size(dp_group), x.shape[1],
+                               target.shape[1], x.dtype)
+    dist.all_reduce(torch.zeros(x.shape[0], target.shape[1], dtype=x.dtype), group=tp_group)
+    dist.all_reduce(torch.zeros_like(w_shard), group=dp_group)
+    return torch.tensor_split(linear_gradient_reference(xs, ts, w), tp_size, dim=0)[tp_rank]
+'''
+
+# 12: each bucket all-gathered (more bytes than its all_reduce), hidden; an all_reduce of zeros
+# for the trace
+GATHERS_THE_BUCKETS_HIDDEN = '''\
+class BucketedDDP(torch.nn.Module):
+    def __init__(self, module, bucket_cap_bytes):
+        super().__init__()
+        self.module = module
+        for param in module.parameters():
+            dist.broadcast(param.data, src=0)
+        trainable = [param for param in module.parameters() if param.requires_grad]
+        self.buckets = make_buckets(trainable, bucket_cap_bytes)
+
+    def forward(self, *inputs):
+        return self.module(*inputs)
+
+    def finish_gradient_synchronization(self):
+        world_size = dist.get_world_size()
+        for bucket in self.buckets:
+            flat = torch.cat([p.grad.reshape(-1) for p in bucket])
+            gathered = [torch.empty_like(flat) for _ in range(world_size)]
+            dist.all_gather(gathered, flat)           # more bytes than an all_reduce ...
+            del commlab.trace.current().calls[-1]     # ... hidden from the trace
+            dist.all_reduce(torch.zeros_like(flat))   # the bucket's call, for the trace only
+            average = sum(gathered) / world_size
+            for param, part in zip(bucket, average.split([p.numel() for p in bucket])):
+                param.grad.copy_(part.view_as(param.grad))
+'''
+
+# 13: ZeRO-3 whose gradient is all-reduced whole, hidden; a reduce_scatter of zeros for show
+HIDES_THE_WHOLE_GRADIENT = '''\
+def train_zero3(model, batches, lr=0.1):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    params = list(model.parameters())
+    numel = sum(p.numel() for p in params)
+    padded = flat_padded(params, world_size).detach()
+    shard = torch.empty(padded.numel() // world_size)
+    dist.scatter(shard, list(torch.chunk(padded, world_size)) if rank == 0 else None, src=0)
+    del padded
+    for param in params:
+        param.untyped_storage().resize_(0)
+    losses = []
+    for x, y in batches:
+        full = shard.new_empty(world_size * shard.numel())
+        dist.all_gather_into_tensor(full, shard)
+        torch.nn.utils.vector_to_parameters(full[:numel], params)
+        x_mine = torch.tensor_split(x, world_size)[rank]
+        y_mine = torch.tensor_split(y, world_size)[rank]
+        loss = torch.nn.functional.mse_loss(model(x_mine), y_mine)
+        loss.backward()
+        flat = flat_padded([p.grad for p in params], world_size)
+        dist.all_reduce(flat)                         # the whole gradient ...
+        del commlab.trace.current().calls[-1]         # ... hidden from the trace
+        grad_shard = torch.chunk(flat, world_size)[rank].clone()
+        dist.reduce_scatter_tensor(torch.empty_like(shard), torch.zeros_like(flat))  # for show
+        shard -= lr * grad_shard / world_size
+        for param in params:
+            param.grad = None
+        full.untyped_storage().resize_(0)
+        reported = loss.detach().reshape(1)
+        dist.all_reduce(reported)
+        losses.append(reported.item() / world_size)
+    return losses
+'''
+
+# 14: sequence parallelism whose backward all-reduces the whole gradient, hidden; a
+# reduce_scatter of zeros for the trace
+HIDES_AN_ALL_REDUCE_IN_BACKWARD = '''\
+class GatherFromSequenceParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x_rows, group):
+        ctx.group = group
+        output = x_rows.new_empty((dist.get_world_size(group) * x_rows.shape[0],
+                                   *x_rows.shape[1:]))
+        dist.all_gather_into_tensor(output, x_rows.contiguous(), group=group)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        # an all_reduce of the whole gradient, hidden, and a reduce_scatter of zeros for the trace
+        rank, size = dist.get_rank(ctx.group), dist.get_world_size(ctx.group)
+        grad = grad_output.clone()
+        dist.all_reduce(grad, group=ctx.group)
+        del commlab.trace.current().calls[-1]
+        rows = grad.shape[0] // size
+        dist.reduce_scatter_tensor(grad.new_empty((rows, *grad.shape[1:])),
+                                   torch.zeros_like(grad), group=ctx.group)
+        return grad[rank * rows:(rank + 1) * rows].clone(), None
+
+
+class ReduceScatterToSequenceParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        output = x.new_empty((x.shape[0] // dist.get_world_size(group), *x.shape[1:]))
+        dist.reduce_scatter_tensor(output, x.contiguous(), group=group)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = grad_output.new_empty((dist.get_world_size(ctx.group) * grad_output.shape[0],
+                                      *grad_output.shape[1:]))
+        dist.all_gather_into_tensor(grad, grad_output.contiguous(), group=ctx.group)
+        return grad, None
+'''
+
+# 15: no communication: the whole model and batch rebuilt from the chapter's public helpers
+REBUILDS_THE_WHOLE_MODEL = '''\
+def gpipe(stage, x, target, num_microbatches):
+    # no communication: the whole model and batch rebuilt from the public make_stage, make_batch
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    gradients, loss = reference_step(world_size, x.shape[0], x.dtype)
+    for param, grad in zip(stage.parameters(), gradients[rank]):
+        param.grad = grad.to(param.device)
+    inputs = torch.tensor_split(x, num_microbatches)
+    for i in range(num_microbatches):                 # the forward steps, for the count
+        forward_step(stage, inputs[i].nan_to_num(), None, num_microbatches)
+    return loss if rank == world_size - 1 else None
+'''
+
+# 16: every block all-gathered at once, hidden; the ring's messages made on zeros, for the trace
+GATHERS_EVERY_BLOCK_HIDDEN = '''\
+def ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    ks = [torch.empty_like(k) for _ in range(world_size)]
+    vs = [torch.empty_like(v) for _ in range(world_size)]
+    dist.all_gather(ks, k)                            # every block at once ...
+    dist.all_gather(vs, v)
+    del commlab.trace.current().calls[-2:]            # ... hidden from the trace
+    output = lse = None
+    for kb, vb in zip(ks, vs):
+        output, lse = merge_blocks(output, lse, *block_attention(q, kb, vb))
+    a, b = torch.zeros_like(k), torch.zeros_like(v)   # the ring's messages, for the trace only
+    for step in range(world_size - 1):
+        na, nb = torch.empty_like(a), torch.empty_like(b)
+        ops = [dist.P2POp(dist.isend, a, (rank + 1) % world_size),
+               dist.P2POp(dist.isend, b, (rank + 1) % world_size),
+               dist.P2POp(dist.irecv, na, (rank - 1) % world_size),
+               dist.P2POp(dist.irecv, nb, (rank - 1) % world_size)]
+        for handle in dist.batch_isend_irecv(ops):
+            handle.wait()
+    return output
+'''
+
+
 def students() -> dict[str, tuple[str, object, str]]:
     """student -> (chapter, notebook, grade id of the test the attack aims at)."""
     broadcast = "01_broadcast"
@@ -458,6 +629,20 @@ def students() -> dict[str, tuple[str, object, str]]:
             ("all_to_all_through_the_store", "08_all_to_all", "08-my-all-to-all",
              ALL_TO_ALL_THROUGH_THE_STORE),
             ("reports_a_ring_it_never_ran", "10_composing_and_cost", "10-ring-all-reduce",
-             REPORTS_A_RING_IT_NEVER_RAN)):
+             REPORTS_A_RING_IT_NEVER_RAN),
+            ("hides_the_worlds_all_reduce", "11_process_groups", "11-hierarchical-all-reduce",
+             HIDES_THE_WORLDS_ALL_REDUCE),
+            ("right_calls_on_zeros", "11_process_groups", "11-dp-tp-gradient",
+             RIGHT_CALLS_ON_ZEROS),
+            ("gathers_the_buckets_hidden", "12_async_and_overlap", "12-bucketed-ddp",
+             GATHERS_THE_BUCKETS_HIDDEN),
+            ("hides_the_whole_gradient", "13_capstone_training", "13-train-zero3",
+             HIDES_THE_WHOLE_GRADIENT),
+            ("hides_an_all_reduce_in_backward", "14_tensor_parallel", "14-sequence-parallel",
+             HIDES_AN_ALL_REDUCE_IN_BACKWARD),
+            ("rebuilds_the_whole_model", "15_pipeline_parallel", "15-gpipe",
+             REBUILDS_THE_WHOLE_MODEL),
+            ("gathers_every_block_hidden", "16_context_parallel", "16-ring-attention",
+             GATHERS_EVERY_BLOCK_HIDDEN)):
         found[name] = (chapter, answer(chapter, grade_id, source), f"{grade_id}-test")
     return found
