@@ -197,6 +197,15 @@ def test_a_students_traceback_names_the_answer_cell():
     assert str(frame.path) == "<answer cell q-one>" and "x / 0" in str(frame.statement)
 
 
+def test_the_ranks_run_only_the_import_lines_whose_names_the_answers_use():
+    # every rank of every launch runs them: a chapter's plotting import costs each rank time
+    book = stand_ins.Book([("q-one", "def shifted(x):\n    return math.floor(x) + np.sign(x)\n")],
+                          ["import math", "import numpy as np", "import matplotlib.pyplot as plt",
+                           "from os import path", "import torch.distributed as dist"])
+    assert book.imports == ["import math", "import numpy as np"]
+    assert stand_ins.Book([], ["import math"]).imports == []
+
+
 def test_a_stand_in_can_not_be_subclassed_in_the_kernel():
     stand_in = stand_ins.Answer(stand_ins.Book([], []), "q-one", "Model")
     with pytest.raises(TypeError, match="only inside a function run on the ranks"):

@@ -3,11 +3,12 @@
 The scoring kernel never runs a line of the student's code. Where the instructor's notebook has
 an answer cell, it holds an :class:`Answer` for each name the solution defines (``my_broadcast``,
 ``BucketedDDP``). A test cell sends its case function to the ranks with cloudpickle; the stand-in
-goes along as an :class:`Answers` bundle: the student's answer cells, the ``import`` lines of all
-their cells, and the kernel's own definitions (imports, helpers) that the answers may use. In a
-rank, unpickling it executes those cells once (:mod:`grader.sandboxed.define`), in a namespace of
-its own, and hands back the student's definition: the rank runs the student's ``my_broadcast``,
-the kernel only ever sees what the ranks return.
+goes along as an :class:`Answers` bundle: the student's answer cells, the ``import`` lines of their
+other cells that bind a name the answers use, and the kernel's own definitions (imports, helpers)
+that the answers may use. In a rank, unpickling it executes those cells once
+(:mod:`grader.sandboxed.define`), in a namespace of its own, and hands back the student's
+definition: the rank runs the student's ``my_broadcast``, the kernel only ever sees what the ranks
+return.
 
 Called in the kernel itself (``predict_all_reduce("ring", ...)`` in a test cell), a stand-in runs
 the student's function on one rank and returns what it returned, as data.
@@ -23,7 +24,7 @@ from typing import Any
 
 import cloudpickle
 
-from commlab.cells import free_names
+from commlab.cells import bound_names, free_names
 
 from ..sandboxed.define import Answers, _Module, call_answer, define_only, defined
 
@@ -41,8 +42,12 @@ class Book:
 
     def __init__(self, answers: list[tuple[str, str]], imports: list[str],
                  shared: set[str] | None = None):
-        self.answers, self.imports = answers, imports
         used = set().union(*(free_names(source) for _, source in answers)) if answers else set()
+        # only the import lines that bind a name the answers use: every rank of every launch
+        # runs them, and a chapter's `import matplotlib.pyplot as plt` alone costs each rank
+        # a fifth of a second that no answer needs
+        self.answers = answers
+        self.imports = [line for line in imports if bound_names(line) & used]
         self.given = used & set(shared or ())
         self._bundle: Answers | None = None
 
