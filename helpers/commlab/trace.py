@@ -314,8 +314,10 @@ def current() -> Recorder | None:
 
 
 def install(recorder: Recorder) -> Callable[[], None]:
-    """Replace ``torch.distributed``'s functions, and the functional collectives DTensor calls
-    (:mod:`commlab.functional`), with traced ones; return an undo function."""
+    """Replace ``torch.distributed``'s functions with traced ones; return an undo function.
+
+    The functional collectives DTensor calls are traced by :mod:`commlab.functional`, which
+    builds on this module; a rank installs both (:func:`commlab.worker.install_trace`)."""
     import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
 
@@ -337,14 +339,8 @@ def install(recorder: Recorder) -> Callable[[], None]:
                 saved.append((module, name, getattr(module, name)))
                 setattr(module, name, traced)
 
-    # DTensor's collectives go through torch's functional collectives instead
-    from . import functional
-
-    undo_functional = functional.install(recorder)
-
     def undo() -> None:
         global _current
-        undo_functional()
         for module, name, value in reversed(saved):
             setattr(module, name, value)
         _current = None
