@@ -329,7 +329,8 @@ def expect_schedule(result: Any, spans_per_rank: list[list[Span]],
         spans_per_rank: each rank's spans, whose ``"forward"`` and ``"backward"`` spans are its
             steps.
         orders: each rank's steps as the schedule orders them.
-        schedule: its name for the message, e.g. ``"1F1B"``.
+        schedule: the order's name in the message, e.g. ``"the 1F1B order"`` or ``"this
+            chapter's GPipe order"`` (where other orders are valid too).
 
     Raises:
         commlab.checks.CheckFailed: the first rank whose steps or messages differ, with what
@@ -345,7 +346,7 @@ def expect_schedule(result: Any, spans_per_rank: list[list[Span]],
                      min(len(ran), len(order)))
             raise CheckFailed(
                 f"On rank {rank}{where}, the forward and backward steps (forward_step and "
-                f"backward_step, in the order they ran) should follow the {schedule} schedule:"
+                f"backward_step, in the order they ran) should follow {schedule}:"
                 f"\n    {_steps_up_to(order, k)}\nbut they are\n    {_steps_up_to(ran, k)}\n"
                 f"(F3 is micro-batch 3's forward step, B3 its backward step; step {k + 1} is "
                 "the first that differs.)")
