@@ -141,6 +141,155 @@ def zero3(gather="all_gather_into_tensor", scatter="reduce_scatter_tensor", shar
         y_mine="torch.tensor_split(y, world_size)[rank]" if sharded else "y")
 
 
+ONE_F_ONE_B = '''
+def one_f_one_b(stage, x, target, num_microbatches):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    first, last = rank == 0, rank == world_size - 1
+    inputs = torch.tensor_split(x, num_microbatches)
+    targets = torch.tensor_split(target, num_microbatches)
+
+    def exchange(send, recv):
+        ops = []
+        if send is not None:
+            ops.append(dist.P2POp(dist.isend, *send))
+        if recv is not None:
+            ops.append(dist.P2POp(dist.irecv, *recv))
+        if ops:
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+
+    saved, loss, result = {{}}, 0.0, None
+    for kind, i in one_f_one_b_order(rank, world_size, num_microbatches):
+        if kind == "F":
+            recv = None if first else (torch.empty_like(inputs[i]), rank - 1)
+        else:
+            recv = None if last else (torch.empty_like(inputs[i]), rank + 1)
+        exchange(result, recv)
+        if kind == "F":
+            micro = inputs[i] if first else recv[0]
+            saved[i] = forward_step(stage, micro, targets[i] if last else None,
+                                    num_microbatches)
+            if last:
+                loss += saved[i][1].item()
+            result = None if last else (saved[i][1].detach(), rank + 1)
+        else:
+            {take}
+            grad_inputs = backward_step(micro, outputs, None if last else recv[0])
+            {drop}
+            result = None if first else (grad_inputs, rank - 1)
+    exchange(result, None)
+    return loss if last else None
+'''
+
+
+def one_f_one_b(take="micro, outputs = saved.pop(i)", drop="del micro, outputs"):
+    """Chapter 15's 1F1B with saved micro-batches in a dict, taken out (or not) by ``take``, and
+    the local names dropped (or not) by ``drop``."""
+    return ONE_F_ONE_B.format(take=take, drop=drop)
+
+
+# chapter 15's gpipe with a hole for the order of the backward steps
+GPIPE = '''
+def gpipe(stage, x, target, num_microbatches):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    first, last = rank == 0, rank == world_size - 1
+    inputs = torch.tensor_split(x, num_microbatches)
+    targets = torch.tensor_split(target, num_microbatches)
+    saved, loss = [], 0.0
+    for i in range(num_microbatches):
+        micro = inputs[i]
+        if not first:
+            micro = torch.empty_like(inputs[i])
+            dist.recv(micro, src=rank - 1)
+        micro, outputs = forward_step(stage, micro, targets[i] if last else None,
+                                      num_microbatches)
+        saved.append((micro, outputs))
+        if last:
+            loss += outputs.item()
+        else:
+            dist.send(outputs.detach(), dst=rank + 1)
+    for micro, outputs in {backward_order}:
+        grad_outputs = None
+        if not last:
+            grad_outputs = torch.empty_like(outputs)
+            dist.recv(grad_outputs, src=rank + 1)
+        grad_inputs = backward_step(micro, outputs, grad_outputs)
+        if not first:
+            dist.send(grad_inputs, dst=rank - 1)
+    return loss if last else None
+'''
+
+# chapter 15's gpipe with every forward receive posted (irecv) before the first step
+GPIPE_RECEIVES_UP_FRONT = '''
+def gpipe(stage, x, target, num_microbatches):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    first, last = rank == 0, rank == world_size - 1
+    inputs = list(torch.tensor_split(x, num_microbatches))
+    targets = torch.tensor_split(target, num_microbatches)
+    works = []
+    if not first:
+        inputs = [torch.empty_like(micro) for micro in inputs]
+        works = [dist.irecv(micro, src=rank - 1) for micro in inputs]
+    saved, loss = [], 0.0
+    for i in range(num_microbatches):
+        if works:
+            works[i].wait()
+        micro, outputs = forward_step(stage, inputs[i], targets[i] if last else None,
+                                      num_microbatches)
+        saved.append((micro, outputs))
+        if last:
+            loss += outputs.item()
+        else:
+            dist.send(outputs.detach(), dst=rank + 1)
+    for micro, outputs in saved:
+        grad_outputs = None
+        if not last:
+            grad_outputs = torch.empty_like(outputs)
+            dist.recv(grad_outputs, src=rank + 1)
+        grad_inputs = backward_step(micro, outputs, grad_outputs)
+        if not first:
+            dist.send(grad_inputs, dst=rank - 1)
+    return loss if last else None
+'''
+
+# chapter 14's sequence-parallel operators with the list forms of all_gather and reduce_scatter
+SP_LIST_FORMS = '''
+def gather_rows(x_rows, group):
+    parts = [torch.empty_like(x_rows) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(parts, x_rows.contiguous(), group=group)
+    return torch.cat(parts)
+
+
+def scatter_sums(x, group):
+    output = x.new_empty((x.shape[0] // dist.get_world_size(group), *x.shape[1:]))
+    dist.reduce_scatter(output, list(x.contiguous().chunk(dist.get_world_size(group))),
+                        group=group)
+    return output
+
+
+class GatherFromSequenceParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x_rows, group):
+        ctx.group = group
+        return gather_rows(x_rows, group)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return scatter_sums(grad_output, ctx.group), None
+
+
+class ReduceScatterToSequenceParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return scatter_sums(x, group)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return gather_rows(grad_output, ctx.group), None
+'''
+
+
 # (exercise, chapter, the wrong answer, fragments of which the message must hold one)
 WRONG = {
     # chapters 00 to 05: answers that make the other ranks' inputs themselves instead of
@@ -790,7 +939,21 @@ def gpipe(stage, x, target, num_microbatches):
             dist.send(grad_inputs, dst=rank - 1)
     return loss if last else None
 ''',
-        ["should follow the GPipe schedule:\n    F0 F1\nbut they are\n    F0 B0\n"]),
+        ["should follow this chapter's GPipe order:\n    F0 F1\nbut they are\n    F0 B0\n"]),
+    "15-gpipe-receives-up-front": (
+        "15-gpipe-schedule", "15_pipeline_parallel",
+        # a valid GPipe that posts every forward receive before its first step, as an optimised
+        # stage may; the test wants this chapter's order, and its message says so
+        GPIPE_RECEIVES_UP_FRONT,
+        ["before F0 your code should start these messages (this chapter's GPipe order):\n"
+         "    recv F0 from 0\nbut it started\n    recv F0 from 0, recv F1 from 0, recv F2 from 0"]),
+    "15-one-f-one-b-keeps-every-microbatch": (
+        "15-one-f-one-b-schedule", "15_pipeline_parallel",
+        # the right order and messages, but every micro-batch's (inputs, outputs) kept to the end
+        # of the step: autograd frees what it saved all the same, so only the pairs show it
+        one_f_one_b(take="micro, outputs = saved[i]", drop="pass"),
+        ["On rank 0, when a forward step began, the (inputs, outputs) of 7 earlier micro-batches "
+         "were still alive; under 1F1B at most 4 are"]),
     "15-one-f-one-b": (
         "15-one-f-one-b", "15_pipeline_parallel",
         # the 1F1B order with blocking send and recv: neighbours both in send, a deadlock
@@ -1046,6 +1209,53 @@ def average_all(tensors):
     "13-train-zero3-single-names": (
         "13-train-zero3", "13_capstone_training",
         zero3(gather="all_gather_single", scatter="reduce_scatter_single")),
+    "14-f-and-g-in-place": (
+        "14-f-and-g", "14_tensor_parallel",
+        # Megatron-LM's _reduce: the all_reduce in place, in f's backward and g's forward pass
+        '''
+class CopyToTensorParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        dist.all_reduce(grad_output, group=ctx.group)
+        return grad_output, None
+
+
+class ReduceFromTensorParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):
+        dist.all_reduce(x, group=group)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output, None
+'''),
+    "14-sequence-parallel-list-forms": (
+        "14-sequence-parallel", "14_tensor_parallel",
+        # dist.all_gather into a list and torch.cat, dist.reduce_scatter from a list: the same
+        # bytes as the tensor forms
+        SP_LIST_FORMS),
+    "15-gpipe-last-in-first-out": (
+        "15-gpipe", "15_pipeline_parallel",
+        # the backward steps from the last micro-batch back: the same bubble and memory as
+        # this chapter's order, and the same messages counted in order
+        GPIPE.format(backward_order="reversed(saved)")),
+    "15-gpipe-schedule-last-in-first-out": (
+        "15-gpipe-schedule", "15_pipeline_parallel",
+        GPIPE.format(backward_order="reversed(saved)")),
+    "15-one-f-one-b-drops-each-pair": (
+        "15-one-f-one-b-schedule", "15_pipeline_parallel",
+        # each pair taken out of a dict and its names dropped right after the backward step
+        one_f_one_b()),
+    "15-one-f-one-b-keeps-the-last-pair-in-its-names": (
+        "15-one-f-one-b-schedule", "15_pipeline_parallel",
+        # taken out of the dict, but the names keep the last pair until the next step
+        one_f_one_b(drop="pass")),
 }
 
 
