@@ -876,6 +876,31 @@ def heads_to_sequence(y):
          "dtype=torch.float32), sequence_to_heads(x) (this rank's heads, every position): a "
          "float32 tensor of shape (2, 8, 2) whose largest difference from the expected values "
          "is"]),
+    "16-ring-attention-receives-into-k-and-v": (
+        "16-ring-attention-overlap", "16_context_parallel",
+        # overlapped, but each block is received into the k and v it is still reading and sending
+        '''
+def ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    output = lse = None
+    for step in range(world_size):
+        last = step == world_size - 1
+        if not last:
+            handles = dist.batch_isend_irecv(
+                [dist.P2POp(dist.isend, k, (rank + 1) % world_size),
+                 dist.P2POp(dist.isend, v, (rank + 1) % world_size),
+                 dist.P2POp(dist.irecv, k, (rank - 1) % world_size),
+                 dist.P2POp(dist.irecv, v, (rank - 1) % world_size)])
+        output, lse = merge_blocks(output, lse, *block_attention(q, k, v))
+        if not last:
+            for handle in handles:
+                handle.wait()
+    return output
+''',
+        ["the batch_isend_irecv calls (numbered from 1) that receive into memory they send, or "
+         "into the q, k, v given to ring_attention (receive into new tensors, torch.empty_like: "
+         "k and v are still read and sent while the transfer runs) should be\n    []\nbut it is\n"
+         "    [1, 2, 3]"]),
     # answers that make the other ranks' inputs instead of receiving them: each rank can make
     # only its own (checks.private_tensor, private_seed), and the chapters' public helpers no
     # longer give the test's inputs
@@ -1046,6 +1071,53 @@ def average_all(tensors):
     "13-train-zero3-single-names": (
         "13-train-zero3", "13_capstone_training",
         zero3(gather="all_gather_single", scatter="reduce_scatter_single")),
+    "16-ring-attention-mirror": (
+        "16-ring-attention", "16_context_parallel",
+        # the ring the other way round: to rank - 1, from rank + 1
+        '''
+def ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    output = lse = None
+    for step in range(world_size):
+        last = step == world_size - 1
+        if not last:
+            next_k, next_v = torch.empty_like(k), torch.empty_like(v)
+            handles = dist.batch_isend_irecv(
+                [dist.P2POp(dist.isend, k, (rank - 1) % world_size),
+                 dist.P2POp(dist.isend, v, (rank - 1) % world_size),
+                 dist.P2POp(dist.irecv, next_k, (rank + 1) % world_size),
+                 dist.P2POp(dist.irecv, next_v, (rank + 1) % world_size)])
+        output, lse = merge_blocks(output, lse, *block_attention(q, k, v))
+        if not last:
+            for handle in handles:
+                handle.wait()
+            k, v = next_k, next_v
+    return output
+'''),
+    "16-ring-attention-overlap-two-buffers": (
+        "16-ring-attention-overlap", "16_context_parallel",
+        # two buffers of its own, received into in turn: never the one being read and sent
+        '''
+def ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    buffers = [(torch.empty_like(k), torch.empty_like(v)) for _ in range(2)]
+    output = lse = None
+    for step in range(world_size):
+        last = step == world_size - 1
+        if not last:
+            next_k, next_v = buffers[step % 2]
+            handles = dist.batch_isend_irecv(
+                [dist.P2POp(dist.isend, k, (rank + 1) % world_size),
+                 dist.P2POp(dist.isend, v, (rank + 1) % world_size),
+                 dist.P2POp(dist.irecv, next_k, (rank - 1) % world_size),
+                 dist.P2POp(dist.irecv, next_v, (rank - 1) % world_size)])
+        output, lse = merge_blocks(output, lse, *block_attention(q, k, v))
+        if not last:
+            for handle in handles:
+                handle.wait()
+            k, v = next_k, next_v
+    return output
+'''),
 }
 
 
