@@ -141,6 +141,55 @@ def zero3(gather="all_gather_into_tensor", scatter="reduce_scatter_tensor", shar
         y_mine="torch.tensor_split(y, world_size)[rank]" if sharded else "y")
 
 
+CAUSAL_RING_BODY = '''
+def causal_ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    {check}
+    mine = (rank, 2 * world_size - 1 - rank)
+    outputs, lses = [None, None], [None, None]
+    for step in range(world_size):
+        last = step == world_size - 1
+        {start}
+        source = (rank {source} step) % world_size
+        held = (source, 2 * world_size - 1 - source)
+        for i, (query_chunk, query) in enumerate(zip(mine, q.chunk(2, dim=1))):
+            for key_chunk, key, value in zip(held, k.chunk(2, dim=1), v.chunk(2, dim=1)):
+                if key_chunk <= query_chunk:
+                    outputs[i], lses[i] = merge_blocks(
+                        outputs[i], lses[i],
+                        *block_attention(query, key, value, causal=key_chunk == query_chunk))
+                {wasted}
+        {end}
+    return torch.cat(outputs, dim=1)
+'''
+
+CAUSAL_RING_START = '''if not last:
+            next_k, next_v = torch.empty_like(k), torch.empty_like(v)
+            handles = dist.batch_isend_irecv(
+                [dist.P2POp(dist.isend, k, (rank {to} 1) % world_size),
+                 dist.P2POp(dist.isend, v, (rank {to} 1) % world_size),
+                 dist.P2POp(dist.irecv, next_k, (rank {source} 1) % world_size),
+                 dist.P2POp(dist.irecv, next_v, (rank {source} 1) % world_size)])'''
+
+CAUSAL_RING_WAIT = '''
+            for handle in handles:
+                handle.wait()
+            k, v = next_k, next_v'''
+
+
+def causal_ring(check=True, mirror=False, overlap=True, wasted=False):
+    """Chapter 16's causal_ring_attention, right unless told to drop the given ValueError or to
+    compute (and throw away) the chunk pairs it should skip; the ring to rank + 1, or the other
+    way round (mirror); its transfers overlapped or in turn."""
+    to, source = ("-", "+") if mirror else ("+", "-")
+    start = CAUSAL_RING_START.format(to=to, source=source)
+    return CAUSAL_RING_BODY.format(
+        check='if q.shape[1] % 2:\n        raise ValueError("the sequence does not cut into '
+              '2 x world_size chunks")' if check else "",
+        start=start if overlap else "", source=source,
+        end=("if not last:" if overlap else start) + CAUSAL_RING_WAIT,
+        wasted="else:\n                    block_attention(query, key, value)" if wasted else "")
+
 # (exercise, chapter, the wrong answer, fragments of which the message must hold one)
 WRONG = {
     # chapters 00 to 05: answers that make the other ranks' inputs themselves instead of
@@ -901,6 +950,68 @@ def ring_attention(q, k, v):
          "into the q, k, v given to ring_attention (receive into new tensors, torch.empty_like: "
          "k and v are still read and sent while the transfer runs) should be\n    []\nbut it is\n"
          "    [1, 2, 3]"]),
+    "16-causal-ring-attention-plain-rule": (
+        "16-causal-ring-attention", "16_context_parallel",
+        # the plain split's rule (blocks of ranks up to this one) on the load-balanced layout
+        '''
+def causal_ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    if q.shape[1] % 2:
+        raise ValueError("the sequence does not cut into 2 x world_size chunks")
+    output = lse = None
+    for step in range(world_size):
+        source = (rank - step) % world_size
+        if source <= rank:
+            output, lse = merge_blocks(output, lse,
+                                       *block_attention(q, k, v, causal=source == rank))
+        if step < world_size - 1:
+            next_k, next_v = torch.empty_like(k), torch.empty_like(v)
+            for handle in dist.batch_isend_irecv(
+                    [dist.P2POp(dist.isend, k, (rank + 1) % world_size),
+                     dist.P2POp(dist.isend, v, (rank + 1) % world_size),
+                     dist.P2POp(dist.irecv, next_k, (rank - 1) % world_size),
+                     dist.P2POp(dist.irecv, next_v, (rank - 1) % world_size)]):
+                handle.wait()
+            k, v = next_k, next_v
+    return output
+''',
+        ["causal_ring_attention's output (this rank's rows of causal attention: chunk rank, "
+         "then chunk 2 x world_size - 1 - rank): a float32 tensor of shape (2, 4, 4) whose "
+         "largest difference from the expected values is"]),
+    "16-causal-ring-attention-without-the-error": (
+        "16-causal-ring-attention", "16_context_parallel",
+        # the given check deleted: an odd number of positions is cut into chunks of 2 and 1
+        causal_ring(check=False),
+        ["On rank 0 (world_size=2, heads=1, seq_len=6, head_dim=2, dtype=torch.float32, "
+         "scale=1.0), what causal_ring_attention raised for a sequence that does not cut into "
+         "2 x world_size chunks (an odd number of positions on each rank) should be\n"
+         "    'ValueError'"]),
+    "16-causal-ring-attention-computes-every-pair": (
+        "16-causal-ring-attention-balance", "16_context_parallel",
+        # right values, but the chunk pairs whose keys all come later are computed and thrown away
+        causal_ring(wasted=True),
+        ["On rank 0 (world_size=4, heads=2, seq_len=16, head_dim=4), the chunk pairs this rank "
+         "computed, as (calls of block_attention, calls with causal=True): one call per pair of "
+         "a query chunk and a key chunk at or before it, none for a key chunk after it should "
+         "be\n    (7, 2)\nbut it is\n    (14, 2)"]),
+    "16-causal-ring-attention-from-every-input": (
+        "16-causal-ring-attention", "16_context_parallel",
+        # every rank makes every rank's blocks instead of receiving them
+        '''
+def causal_ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    chunks = [[None] * (2 * world_size) for _ in range(3)]
+    for r in range(world_size):
+        generator = checks.private_generator(r, "causal qkv")
+        for whole in chunks:
+            block = torch.randn(q.shape, generator=generator, dtype=torch.float64).to(q.dtype)
+            whole[r], whole[2 * world_size - 1 - r] = block.chunk(2, dim=1)
+    q, k, v = (torch.cat(whole, dim=1) for whole in chunks)
+    causal = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return load_balanced(causal, rank, world_size)
+''',
+        ["A rank can make only its own: what the other ranks hold has to reach it through "
+         "torch.distributed"]),
     # answers that make the other ranks' inputs instead of receiving them: each rank can make
     # only its own (checks.private_tensor, private_seed), and the chapters' public helpers no
     # longer give the test's inputs
@@ -1118,6 +1229,14 @@ def ring_attention(q, k, v):
             k, v = next_k, next_v
     return output
 '''),
+    "16-causal-ring-attention-mirror": (
+        "16-causal-ring-attention", "16_context_parallel",
+        # the ring the other way round: at step s this rank holds the block of rank + s
+        causal_ring(mirror=True)),
+    "16-causal-ring-attention-in-turn": (
+        "16-causal-ring-attention", "16_context_parallel",
+        # no overlap: each step computes, then passes the block on and waits (not timed here)
+        causal_ring(overlap=False)),
 }
 
 
