@@ -28,3 +28,20 @@ def test_a_torch_optim_step_in_a_rank_finds_torch_dynamo_imported():
         assert preloaded
         assert [name for name in new if name.split(".")[0] == "sympy"
                 or name.startswith(("torch._dynamo", "torch.fx"))] == []
+
+
+def _distribute(rank, world_size):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (world_size,))
+    distribute_tensor(torch.ones(4, 2), mesh, [Shard(0)])
+    distribute_tensor(torch.ones(2), mesh, [Replicate()])
+
+
+def test_dtensors_scatter_and_broadcast_are_traced_though_their_module_is_preloaded():
+    # DTensor's _collective_utils takes scatter and broadcast by name, and torch._dynamo brings
+    # it into the forkserver, before any rank installs its trace
+    result = commlab.run(_distribute, world_size=2, timeout=30)
+    assert [call.op for call in result.trace[0]] == ["scatter", "broadcast"]
+    assert result.bytes_sent()[0] == 16 + 8
