@@ -1139,6 +1139,118 @@ def heads_to_sequence(y):
 ''',
         ["A rank can make only its own: what the other ranks hold has to reach it through "
          "torch.distributed"]),
+    # 17_sharded_training
+    "17-sharded-optimizer-full-state": (
+        "17-sharded-optimizer-memory", "17_sharded_training",
+        # the right reduce and broadcast calls, but every rank steps an optimizer of every
+        # parameter: the parameters are right, and each rank holds the whole state
+        '''
+class ShardedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, optimizer_cls, **kwargs):
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.optimizer_cls, self.kwargs = optimizer_cls, kwargs
+        self.owner, self.owned, self.local = {}, [0] * self.world_size, None
+        super().__init__(params, kwargs)
+
+    def add_param_group(self, param_group):
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        for param in group["params"]:
+            self.owner[param] = least_loaded(self.owned)
+            self.owned[self.owner[param]] += param.numel()
+        if self.local is None:
+            self.local = self.optimizer_cls([dict(group)], **self.kwargs)
+        else:
+            self.local.add_param_group(dict(group))
+
+    def step(self, closure=None, **kwargs):
+        trained = [p for group in self.param_groups for p in group["params"]
+                   if p.grad is not None]
+        for param in trained:
+            dist.reduce(param.grad, dst=self.owner[param])
+            param.grad /= self.world_size
+        self.local.step(**kwargs)
+        for param in trained:
+            dist.broadcast(param.data, src=self.owner[param])
+''',
+        ["held_bytes(optimizer) added up over the ranks"]),
+    "17-sharded-optimizer-forgets-a-later-group": (
+        "17-sharded-optimizer", "17_sharded_training",
+        # the groups given to the constructor are shared out; a group added later is kept in
+        # self.param_groups but never reaches the wrapped optimizer, so it is never stepped
+        '''
+class ShardedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, optimizer_cls, **kwargs):
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.owner, self.owned = {}, [0] * self.world_size
+        super().__init__(params, kwargs)
+        groups = []
+        for group in self.param_groups:
+            mine = []
+            for param in group["params"]:
+                self.owner[param] = least_loaded(self.owned)
+                self.owned[self.owner[param]] += param.numel()
+                if self.owner[param] == self.rank:
+                    mine.append(param)
+            groups.append({**group, "params": mine})
+        self.local = optimizer_cls(groups, **kwargs)
+
+    def step(self, closure=None, **kwargs):
+        trained = [p for group in self.param_groups for p in group["params"]
+                   if p.grad is not None and p in self.owner]
+        for param in trained:
+            dist.reduce(param.grad, dst=self.owner[param])
+            if self.owner[param] == self.rank:
+                param.grad /= self.world_size
+        for group, local_group in zip(self.param_groups, self.local.param_groups):
+            local_group.update({k: v for k, v in group.items() if k != "params"})
+        self.local.step(**kwargs)
+        for param in trained:
+            dist.broadcast(param.data, src=self.owner[param])
+''',
+        ["the parameters after step"]),
+    "17-fully-sharded-never-frees": (
+        "17-fully-sharded-memory", "17_sharded_training",
+        # gathers into the right tensors and trains right, but keeps every gathered parameter
+        '''
+class FullyShardedModule(FullyShardedModule):
+    def free(self):
+        pass
+''',
+        ["held_bytes(sharded) at each point of each step"]),
+    "17-fully-sharded-all-reduces": (
+        "17-fully-sharded", "17_sharded_training",
+        # the right gradient shards, from the whole gradient all-reduced on every rank
+        '''
+class AllReducing(ShardedForward):
+    @staticmethod
+    def backward(ctx, grad_output):
+        sharded, (inner_x, output) = ctx.sharded, ctx.inner
+        sharded.gather()
+        names = [name for name, full in sharded.unsharded.items() if full.requires_grad]
+        inputs = [sharded.unsharded[name] for name in names]
+        if inner_x.requires_grad:
+            names, inputs = names + ["x"], inputs + [inner_x]
+        grads = dict(zip(names, torch.autograd.grad(output, inputs, grad_output)))
+        sharded.free()
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+        shard_grads = []
+        for name, shard in sharded.module.named_parameters():
+            if not shard.requires_grad:
+                shard_grads.append(None)
+                continue
+            whole = flat_padded(grads[name].float(), world_size)
+            dist.all_reduce(whole)
+            shard_grads.append(whole.chunk(world_size)[rank] / world_size)
+        grad_x = grads["x"].to(ctx.x_dtype) if "x" in grads else None
+        return None, grad_x, *shard_grads
+
+
+class FullyShardedModule(FullyShardedModule):
+    def forward(self, x):
+        return AllReducing.apply(self, x, *self.module.parameters())
+''',
+        ["all_reduce"]),
 }
 
 # (exercise, chapter, a correct answer that the exercise's test cell must accept)
@@ -1237,6 +1349,54 @@ def ring_attention(q, k, v):
         "16-causal-ring-attention", "16_context_parallel",
         # no overlap: each step computes, then passes the block on and waits (not timed here)
         causal_ring(overlap=False)),
+    "17-sharded-optimizer-averaged-before": (
+        "17-sharded-optimizer", "17_sharded_training",
+        # every rank divides its gradient before the reduce, and the wrapped optimizer is made
+        # only once a rank owns a parameter of the first group
+        '''
+class ShardedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, optimizer_cls, **kwargs):
+        self.optimizer_cls, self.kwargs = optimizer_cls, kwargs
+        self.owner, self.owned = {}, [0] * dist.get_world_size()
+        self.local = None
+        super().__init__(params, kwargs)
+
+    def add_param_group(self, param_group):
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        mine = []
+        for param in group["params"]:
+            self.owner[param] = least_loaded(self.owned)
+            self.owned[self.owner[param]] += param.numel()
+            if self.owner[param] == dist.get_rank():
+                mine.append(param)
+        if self.local is None:
+            self.local = self.optimizer_cls([{**group, "params": mine}], **self.kwargs)
+        else:
+            self.local.add_param_group({**group, "params": mine})
+
+    @torch.no_grad()
+    def step(self, closure=None, **kwargs):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for param in group["params"]:
+                if param.grad is not None:
+                    param.grad /= dist.get_world_size()
+                    dist.reduce(param.grad, dst=self.owner[param])
+        for group, local_group in zip(self.param_groups, self.local.param_groups):
+            for key, value in group.items():
+                if key != "params":
+                    local_group[key] = value
+        self.local.step(**kwargs)
+        for group in self.param_groups:
+            for param in group["params"]:
+                if param.grad is not None:
+                    dist.broadcast(param, src=self.owner[param])
+        return loss
+'''),
 }
 
 
