@@ -80,6 +80,7 @@ def test_the_attack_scores_nothing_on_the_test_it_aims_at(graded, student):
     ("reports_a_ring_it_never_ran", "where the calls your trace lists send"),
     ("hides_the_worlds_all_reduce", "where the calls your trace lists send"),
     ("gathers_every_block_hidden", "where the calls your trace lists send"),
+    ("makes_every_causal_block", "A rank can make only its own"),
     ("right_calls_on_zeros", "should be"),
 ])
 def test_the_test_says_what_gave_the_attack_away(graded, student, fragment):

@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -326,6 +327,11 @@ def install(recorder: Recorder) -> Callable[[], None]:
 
     import torch.distributed.device_mesh as device_mesh
 
+    # modules that took functions by name when they were imported find the wrappers there too:
+    # device_mesh (new_group), and DTensor's scatter and broadcast, imported in the forkserver
+    # with torch._dynamo (commlab.processes.PRELOAD)
+    dtensor = sys.modules.get("torch.distributed.tensor._collective_utils")
+    by_name = [device_mesh] + ([dtensor] if dtensor is not None else [])
     saved: list[tuple[Any, str, Any]] = []
     for name in OPS:
         original = getattr(c10d, name, None) or getattr(dist, name, None)
@@ -333,8 +339,7 @@ def install(recorder: Recorder) -> Callable[[], None]:
             continue
         original = getattr(original, "__commlab_original__", original)
         traced = recorder.wrap(name, original)
-        # device_mesh took new_group by name when it was imported: it finds the wrapper there
-        for module in (dist, c10d, device_mesh):
+        for module in (dist, c10d, *by_name):
             if hasattr(module, name):
                 saved.append((module, name, getattr(module, name)))
                 setattr(module, name, traced)

@@ -579,6 +579,25 @@ def ring_attention(q, k, v):
 '''
 
 
+# 16: causal ring attention from every rank's blocks, made on every rank with the test's own
+# generator: nothing received
+MAKES_EVERY_CAUSAL_BLOCK = '''\
+def causal_ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    if q.shape[1] % 2:
+        raise ValueError("an odd number of positions")
+    chunks = [[None] * (2 * world_size) for _ in range(3)]
+    for r in range(world_size):
+        generator = checks.private_generator(r, "causal qkv")
+        for whole in chunks:
+            block = torch.randn(q.shape, generator=generator, dtype=torch.float64).to(q.dtype)
+            whole[r], whole[2 * world_size - 1 - r] = block.chunk(2, dim=1)
+    q, k, v = (torch.cat(whole, dim=1) for whole in chunks)
+    causal = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return load_balanced(causal, rank, world_size)
+'''
+
+
 def students() -> dict[str, tuple[str, object, str]]:
     """student -> (chapter, notebook, grade id of the test the attack aims at)."""
     broadcast = "01_broadcast"
@@ -643,6 +662,8 @@ def students() -> dict[str, tuple[str, object, str]]:
             ("rebuilds_the_whole_model", "15_pipeline_parallel", "15-gpipe",
              REBUILDS_THE_WHOLE_MODEL),
             ("gathers_every_block_hidden", "16_context_parallel", "16-ring-attention",
-             GATHERS_EVERY_BLOCK_HIDDEN)):
+             GATHERS_EVERY_BLOCK_HIDDEN),
+            ("makes_every_causal_block", "16_context_parallel", "16-causal-ring-attention",
+             MAKES_EVERY_CAUSAL_BLOCK)):
         found[name] = (chapter, answer(chapter, grade_id, source), f"{grade_id}-test")
     return found
