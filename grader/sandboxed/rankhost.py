@@ -120,7 +120,11 @@ def _answer(connection: Any, sealed: bool) -> None:
         except (EOFError, OSError):
             return
         observer = network.Observer(own_namespace=sealed)
-        grading = launch.Grading(seal=seal.seal_rank if sealed else None, observer=observer,
+        # the scoring kernel's own code (a replay) runs no line of the submission: its ranks
+        # are tidied, not sealed (only the kernel can ask, on this pipe)
+        own_code = options.pop("grader_code", False)
+        treat = seal.tidy_rank if own_code else seal.seal_rank
+        grading = launch.Grading(seal=treat if sealed else None, observer=observer,
                                  environ=RANK_ENVIRON)
         if options.pop("private", False):
             options["private"] = lambda: _private_inputs(connection)

@@ -24,6 +24,7 @@ protects against").
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ..sandboxed import replay as replaying
@@ -143,6 +144,9 @@ class Evidence:
     def __init__(self) -> None:
         self.replays: dict[str, dict] = {}
         self.log: list[dict] = []
+        # how the grader's own code is launched on the rank host (the scoring kernel's
+        # RankHost.launch_own); None: commlab.run, as any launch
+        self.launch_own: Any = None
 
     def __call__(self, results: list[Any]) -> list[str | None]:
         """For each case's result, None or what is wrong with it (in words for a student)."""
@@ -209,10 +213,11 @@ class Evidence:
         for keys in batches:
             if not keys:
                 continue
+            start = self.launch_own or functools.partial(launch.run, backend="gloo")
             try:
-                done = launch.run(replaying.replay, world_size, backend="gloo",
-                                  args=([unique[k] for k in keys],), timeout=REPLAY_TIMEOUT,
-                                  init_process_group=not _starts_world(unique[keys[0]]))
+                done = start(replaying.replay, world_size, args=([unique[k] for k in keys],),
+                             timeout=REPLAY_TIMEOUT,
+                             init_process_group=not _starts_world(unique[keys[0]]))
             except Exception as exc:  # noqa: BLE001 - calls that cannot all be made
                 raise AssertionError(
                     "the calls your ranks report do not fit together: made again by the "
