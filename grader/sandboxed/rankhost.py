@@ -7,6 +7,8 @@ that then enters the sandbox (:func:`grader.sandboxed.namespaces.enter`). It tak
 requests on a pipe and starts each launch's ranks by forking itself. Every rank seals itself
 before anything of the submission runs (:mod:`grader.sandboxed.seal`): from then on it can reach
 the other ranks only over the network, and neither this process nor the kernel's counters.
+The ranks of the grader's own replays, which run nothing of the submission, are only tidied
+(:func:`grader.sandboxed.seal.tidy_rank`).
 
 For each launch the host:
 
