@@ -401,3 +401,18 @@ def test_late_rank_shows_how_many_calls_each_rank_started_before_waiting(answer,
     assert [sum(c.started < joined for c in result.calls("all_reduce", rank))
             for rank in (0, 1)] == [started, started]
     assert checks.same(result.returns, [[torch.full((2,), 3.0)] * 3] * 3)
+
+
+@pytest.mark.parametrize("dtype, at, off, close", [
+    # float32 rounding of values near 1, as a rank's other order of sums leaves it
+    (torch.float32, 0, 3e-6, True), (torch.float32, 0, 1e-4, False),
+    (torch.float64, 0, 3e-6, False), (torch.float64, 0, 3e-7, True),
+    (torch.bfloat16, 2, 0.01, True), (torch.bfloat16, 2, 0.1, False),
+])
+def test_floating_point_results_are_the_same_within_their_dtypes_rounding(dtype, at, off,
+                                                                         close):
+    expected = torch.tensor([-0.016813, 0.75, 1.0], dtype=torch.float64)
+    got = expected.clone()
+    got[at] += off
+    assert checks.same(got.to(dtype), expected.to(dtype)) is close
+    assert checks.same([got.to(dtype)], [expected.to(dtype)]) is close

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
@@ -63,7 +64,8 @@ def submission_data(submitted, plan: namespaces.Plan | None, chapter: str | None
             "shared": sorted(shared_names(chapter)) if chapter else []}
 
 
-def shared_names(chapter: str) -> set[str]:
+@functools.cache
+def shared_names(chapter: str) -> frozenset[str]:
     """What the chapter's own cells give the answers (neither answer nor test cells: their
     imports, ``def``s, ``class``es and call-free assignments), and the answer cells' imports."""
     source = nbformat.read(course.SOLUTIONS / chapter / f"{chapter}.ipynb", as_version=4)
@@ -73,7 +75,7 @@ def shared_names(chapter: str) -> set[str]:
             continue
         names |= bound_names("\n".join(imports(cell.source))) if is_answer(cell) \
             else provided_names(cell.source)
-    return names
+    return frozenset(names)
 
 
 def scoring_notebook(chapter: str, submission_file: Path):

@@ -557,15 +557,27 @@ def private_tensor(rank: int, shape: tuple[int, ...] = (4,), dtype: torch.dtype 
     return draw().to(dtype)
 
 
+# How far a floating-point result may be from the expected one (relative, absolute), by dtype.
+# The tests' inputs are random on every run, and a rank adds and merges in another order than
+# the check's one process: float32's rounding then reaches a few 1e-6 on values near 1 (ring
+# attention's merged blocks, a tensor-parallel matmul's partial sums). These are
+# torch.testing's own float32, float16 and bfloat16 tolerances; every mistake the tests look
+# for (a missing rank, a sum for a mean, a wrong block) is off by far more.
+TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.complex64: (1e-5, 1e-5),
+              torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
+_TOLERANCE = (1e-5, 1e-6)  # float64, complex128, Python floats
+
+
 def same(got: Any, expected: Any) -> bool:
-    """Equal values of the same kind: tensors by shape, dtype and value (floats to 1e-5),
-    lists, tuples and dicts item by item, anything else by ``==``."""
+    """Equal values of the same kind: tensors by shape, dtype and value (floating point within
+    :data:`TOLERANCES`), lists, tuples and dicts item by item, anything else by ``==``."""
     if isinstance(expected, torch.Tensor):
         if not isinstance(got, torch.Tensor) or got.shape != expected.shape or (
                 got.dtype != expected.dtype):
             return False
         if expected.dtype.is_floating_point or expected.dtype.is_complex:
-            return bool(torch.allclose(got, expected, rtol=1e-5, atol=1e-6))
+            rtol, atol = TOLERANCES.get(expected.dtype, _TOLERANCE)
+            return bool(torch.allclose(got, expected, rtol=rtol, atol=atol))
         return bool(torch.equal(got, expected))
     if isinstance(expected, (list, tuple)):
         return (isinstance(got, (list, tuple)) and len(got) == len(expected)
@@ -574,7 +586,7 @@ def same(got: Any, expected: Any) -> bool:
         return (isinstance(got, dict) and got.keys() == expected.keys()
                 and all(same(got[k], expected[k]) for k in expected))
     if isinstance(expected, float) and isinstance(got, (int, float)):
-        return math.isclose(got, expected, rel_tol=1e-5, abs_tol=1e-6)
+        return math.isclose(got, expected, rel_tol=_TOLERANCE[0], abs_tol=_TOLERANCE[1])
     return bool(got == expected)
 
 
