@@ -141,7 +141,9 @@ class ClassHub:
         deadline = time.monotonic() + 600  # a fresh machine installs the hub's environment
         while time.monotonic() < deadline and self.process.poll() is None:
             with contextlib.suppress(requests.RequestException):
-                if "jupyterhub" in requests.get(f"{self.url}/hub/login", timeout=5).text:
+                # 200 once the hub's route is in the proxy (before, the proxy's 404 page)
+                login = requests.get(f"{self.url}/hub/login", timeout=5)
+                if login.status_code == 200 and "jupyterhub" in login.text:
                     with contextlib.suppress(psutil.NoSuchProcess):
                         self.started = psutil.Process(self.process.pid).children(recursive=True)
                     return self

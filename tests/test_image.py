@@ -11,6 +11,7 @@ sizes are printed at the end of the session (pytest's summary).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -341,7 +342,9 @@ def spawned(hub_image, tmp_path_factory):
         deadline = time.monotonic() + 120
         status = 0
         while time.monotonic() < deadline and status != 200:
-            status = _get(f"http://127.0.0.1:{port}/user/alice/api")[0]
+            # the port is forwarded before the server listens: a reset connection until then
+            with contextlib.suppress(OSError):
+                status = _get(f"http://127.0.0.1:{port}/user/alice/api")[0]
             time.sleep(0.5)
     logs = engine.run("logs", name, check=False)
     yield {"port": port, "home": home, "name": name, "engine": engine,
