@@ -73,6 +73,9 @@ WORKDIR /home/jovyan
 
 ENV WORK=/home/jovyan/work \
     LAB_FLAGS="--ip=0.0.0.0 --port=8888 --no-browser"
+# Lab's terminals are login shells, whose /etc/profile sets PATH to the system's: the venv
+# first again there, or a terminal's python, jupyter and torchrun are not the course's
+RUN printf '%s\n' 'PATH="/opt/venv/bin:$PATH"; export PATH' > /etc/profile.d/commlab-venv.sh
 EXPOSE 8888
 ENTRYPOINT ["tini", "-g", "--"]
 
