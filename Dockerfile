@@ -74,7 +74,9 @@ WORKDIR /home/jovyan
 ENV WORK=/home/jovyan/work \
     LAB_FLAGS="--ip=0.0.0.0 --port=8888 --no-browser"
 # Lab's terminals are login shells, whose /etc/profile sets PATH to the system's: the venv
-# first again there, or a terminal's python, jupyter and torchrun are not the course's
+# first again there, or a terminal's python, jupyter and torchrun are not the course's ($PATH
+# is for the shell that reads the file, hence the single quotes)
+# hadolint ignore=SC2016
 RUN printf '%s\n' 'PATH="/opt/venv/bin:$PATH"; export PATH' > /etc/profile.d/commlab-venv.sh
 EXPOSE 8888
 ENTRYPOINT ["tini", "-g", "--"]
