@@ -141,6 +141,203 @@ def zero3(gather="all_gather_into_tensor", scatter="reduce_scatter_tensor", shar
         y_mine="torch.tensor_split(y, world_size)[rank]" if sharded else "y")
 
 
+ONE_F_ONE_B = '''
+def one_f_one_b(stage, x, target, num_microbatches):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    first, last = rank == 0, rank == world_size - 1
+    inputs = torch.tensor_split(x, num_microbatches)
+    targets = torch.tensor_split(target, num_microbatches)
+
+    def exchange(send, recv):
+        ops = []
+        if send is not None:
+            ops.append(dist.P2POp(dist.isend, *send))
+        if recv is not None:
+            ops.append(dist.P2POp(dist.irecv, *recv))
+        if ops:
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+
+    saved, loss, result = {{}}, 0.0, None
+    for kind, i in one_f_one_b_order(rank, world_size, num_microbatches):
+        if kind == "F":
+            recv = None if first else (torch.empty_like(inputs[i]), rank - 1)
+        else:
+            recv = None if last else (torch.empty_like(inputs[i]), rank + 1)
+        exchange(result, recv)
+        if kind == "F":
+            micro = inputs[i] if first else recv[0]
+            saved[i] = forward_step(stage, micro, targets[i] if last else None,
+                                    num_microbatches)
+            if last:
+                loss += saved[i][1].item()
+            result = None if last else (saved[i][1].detach(), rank + 1)
+        else:
+            {take}
+            grad_inputs = backward_step(micro, outputs, None if last else recv[0])
+            {drop}
+            result = None if first else (grad_inputs, rank - 1)
+    exchange(result, None)
+    return loss if last else None
+'''
+
+
+def one_f_one_b(take="micro, outputs = saved.pop(i)", drop="del micro, outputs"):
+    """Chapter 15's 1F1B with saved micro-batches in a dict, taken out (or not) by ``take``, and
+    the local names dropped (or not) by ``drop``."""
+    return ONE_F_ONE_B.format(take=take, drop=drop)
+
+
+# chapter 15's gpipe with a hole for the order of the backward steps
+GPIPE = '''
+def gpipe(stage, x, target, num_microbatches):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    first, last = rank == 0, rank == world_size - 1
+    inputs = torch.tensor_split(x, num_microbatches)
+    targets = torch.tensor_split(target, num_microbatches)
+    saved, loss = [], 0.0
+    for i in range(num_microbatches):
+        micro = inputs[i]
+        if not first:
+            micro = torch.empty_like(inputs[i])
+            dist.recv(micro, src=rank - 1)
+        micro, outputs = forward_step(stage, micro, targets[i] if last else None,
+                                      num_microbatches)
+        saved.append((micro, outputs))
+        if last:
+            loss += outputs.item()
+        else:
+            dist.send(outputs.detach(), dst=rank + 1)
+    for micro, outputs in {backward_order}:
+        grad_outputs = None
+        if not last:
+            grad_outputs = torch.empty_like(outputs)
+            dist.recv(grad_outputs, src=rank + 1)
+        grad_inputs = backward_step(micro, outputs, grad_outputs)
+        if not first:
+            dist.send(grad_inputs, dst=rank - 1)
+    return loss if last else None
+'''
+
+# chapter 15's gpipe with every forward receive posted (irecv) before the first step
+GPIPE_RECEIVES_UP_FRONT = '''
+def gpipe(stage, x, target, num_microbatches):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    first, last = rank == 0, rank == world_size - 1
+    inputs = list(torch.tensor_split(x, num_microbatches))
+    targets = torch.tensor_split(target, num_microbatches)
+    works = []
+    if not first:
+        inputs = [torch.empty_like(micro) for micro in inputs]
+        works = [dist.irecv(micro, src=rank - 1) for micro in inputs]
+    saved, loss = [], 0.0
+    for i in range(num_microbatches):
+        if works:
+            works[i].wait()
+        micro, outputs = forward_step(stage, inputs[i], targets[i] if last else None,
+                                      num_microbatches)
+        saved.append((micro, outputs))
+        if last:
+            loss += outputs.item()
+        else:
+            dist.send(outputs.detach(), dst=rank + 1)
+    for micro, outputs in saved:
+        grad_outputs = None
+        if not last:
+            grad_outputs = torch.empty_like(outputs)
+            dist.recv(grad_outputs, src=rank + 1)
+        grad_inputs = backward_step(micro, outputs, grad_outputs)
+        if not first:
+            dist.send(grad_inputs, dst=rank - 1)
+    return loss if last else None
+'''
+
+# chapter 14's sequence-parallel operators with the list forms of all_gather and reduce_scatter
+SP_LIST_FORMS = '''
+def gather_rows(x_rows, group):
+    parts = [torch.empty_like(x_rows) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(parts, x_rows.contiguous(), group=group)
+    return torch.cat(parts)
+
+
+def scatter_sums(x, group):
+    output = x.new_empty((x.shape[0] // dist.get_world_size(group), *x.shape[1:]))
+    dist.reduce_scatter(output, list(x.contiguous().chunk(dist.get_world_size(group))),
+                        group=group)
+    return output
+
+
+class GatherFromSequenceParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x_rows, group):
+        ctx.group = group
+        return gather_rows(x_rows, group)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return scatter_sums(grad_output, ctx.group), None
+
+
+class ReduceScatterToSequenceParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return scatter_sums(x, group)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return gather_rows(grad_output, ctx.group), None
+'''
+
+CAUSAL_RING_BODY = '''
+def causal_ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    {check}
+    mine = (rank, 2 * world_size - 1 - rank)
+    outputs, lses = [None, None], [None, None]
+    for step in range(world_size):
+        last = step == world_size - 1
+        {start}
+        source = (rank {source} step) % world_size
+        held = (source, 2 * world_size - 1 - source)
+        for i, (query_chunk, query) in enumerate(zip(mine, q.chunk(2, dim=1))):
+            for key_chunk, key, value in zip(held, k.chunk(2, dim=1), v.chunk(2, dim=1)):
+                if key_chunk <= query_chunk:
+                    outputs[i], lses[i] = merge_blocks(
+                        outputs[i], lses[i],
+                        *block_attention(query, key, value, causal=key_chunk == query_chunk))
+                {wasted}
+        {end}
+    return torch.cat(outputs, dim=1)
+'''
+
+CAUSAL_RING_START = '''if not last:
+            next_k, next_v = torch.empty_like(k), torch.empty_like(v)
+            handles = dist.batch_isend_irecv(
+                [dist.P2POp(dist.isend, k, (rank {to} 1) % world_size),
+                 dist.P2POp(dist.isend, v, (rank {to} 1) % world_size),
+                 dist.P2POp(dist.irecv, next_k, (rank {source} 1) % world_size),
+                 dist.P2POp(dist.irecv, next_v, (rank {source} 1) % world_size)])'''
+
+CAUSAL_RING_WAIT = '''
+            for handle in handles:
+                handle.wait()
+            k, v = next_k, next_v'''
+
+
+def causal_ring(check=True, mirror=False, overlap=True, wasted=False):
+    """Chapter 16's causal_ring_attention, right unless told to drop the given ValueError or to
+    compute (and throw away) the chunk pairs it should skip; the ring to rank + 1, or the other
+    way round (mirror); its transfers overlapped or in turn."""
+    to, source = ("-", "+") if mirror else ("+", "-")
+    start = CAUSAL_RING_START.format(to=to, source=source)
+    return CAUSAL_RING_BODY.format(
+        check='if q.shape[1] % 2:\n        raise ValueError("the sequence does not cut into '
+              '2 x world_size chunks")' if check else "",
+        start=start if overlap else "", source=source,
+        end=("if not last:" if overlap else start) + CAUSAL_RING_WAIT,
+        wasted="else:\n                    block_attention(query, key, value)" if wasted else "")
+
 # (exercise, chapter, the wrong answer, fragments of which the message must hold one)
 WRONG = {
     # chapters 00 to 05: answers that make the other ranks' inputs themselves instead of
@@ -790,7 +987,21 @@ def gpipe(stage, x, target, num_microbatches):
             dist.send(grad_inputs, dst=rank - 1)
     return loss if last else None
 ''',
-        ["should follow the GPipe schedule:\n    F0 F1\nbut they are\n    F0 B0\n"]),
+        ["should follow this chapter's GPipe order:\n    F0 F1\nbut they are\n    F0 B0\n"]),
+    "15-gpipe-receives-up-front": (
+        "15-gpipe-schedule", "15_pipeline_parallel",
+        # a valid GPipe that posts every forward receive before its first step, as an optimised
+        # stage may; the test wants this chapter's order, and its message says so
+        GPIPE_RECEIVES_UP_FRONT,
+        ["before F0 your code should start these messages (this chapter's GPipe order):\n"
+         "    recv F0 from 0\nbut it started\n    recv F0 from 0, recv F1 from 0, recv F2 from 0"]),
+    "15-one-f-one-b-keeps-every-microbatch": (
+        "15-one-f-one-b-schedule", "15_pipeline_parallel",
+        # the right order and messages, but every micro-batch's (inputs, outputs) kept to the end
+        # of the step: autograd frees what it saved all the same, so only the pairs show it
+        one_f_one_b(take="micro, outputs = saved[i]", drop="pass"),
+        ["On rank 0, when a forward step began, the (inputs, outputs) of 7 earlier micro-batches "
+         "were still alive; under 1F1B at most 4 are"]),
     "15-one-f-one-b": (
         "15-one-f-one-b", "15_pipeline_parallel",
         # the 1F1B order with blocking send and recv: neighbours both in send, a deadlock
@@ -876,6 +1087,93 @@ def heads_to_sequence(y):
          "dtype=torch.float32), sequence_to_heads(x) (this rank's heads, every position): a "
          "float32 tensor of shape (2, 8, 2) whose largest difference from the expected values "
          "is"]),
+    "16-ring-attention-receives-into-k-and-v": (
+        "16-ring-attention-overlap", "16_context_parallel",
+        # overlapped, but each block is received into the k and v it is still reading and sending
+        '''
+def ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    output = lse = None
+    for step in range(world_size):
+        last = step == world_size - 1
+        if not last:
+            handles = dist.batch_isend_irecv(
+                [dist.P2POp(dist.isend, k, (rank + 1) % world_size),
+                 dist.P2POp(dist.isend, v, (rank + 1) % world_size),
+                 dist.P2POp(dist.irecv, k, (rank - 1) % world_size),
+                 dist.P2POp(dist.irecv, v, (rank - 1) % world_size)])
+        output, lse = merge_blocks(output, lse, *block_attention(q, k, v))
+        if not last:
+            for handle in handles:
+                handle.wait()
+    return output
+''',
+        ["the batch_isend_irecv calls (numbered from 1) that receive into memory they send, or "
+         "into the q, k, v given to ring_attention (receive into new tensors, torch.empty_like: "
+         "k and v are still read and sent while the transfer runs) should be\n    []\nbut it is\n"
+         "    [1, 2, 3]"]),
+    "16-causal-ring-attention-plain-rule": (
+        "16-causal-ring-attention", "16_context_parallel",
+        # the plain split's rule (blocks of ranks up to this one) on the load-balanced layout
+        '''
+def causal_ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    if q.shape[1] % 2:
+        raise ValueError("the sequence does not cut into 2 x world_size chunks")
+    output = lse = None
+    for step in range(world_size):
+        source = (rank - step) % world_size
+        if source <= rank:
+            output, lse = merge_blocks(output, lse,
+                                       *block_attention(q, k, v, causal=source == rank))
+        if step < world_size - 1:
+            next_k, next_v = torch.empty_like(k), torch.empty_like(v)
+            for handle in dist.batch_isend_irecv(
+                    [dist.P2POp(dist.isend, k, (rank + 1) % world_size),
+                     dist.P2POp(dist.isend, v, (rank + 1) % world_size),
+                     dist.P2POp(dist.irecv, next_k, (rank - 1) % world_size),
+                     dist.P2POp(dist.irecv, next_v, (rank - 1) % world_size)]):
+                handle.wait()
+            k, v = next_k, next_v
+    return output
+''',
+        ["causal_ring_attention's output (this rank's rows of causal attention: chunk rank, "
+         "then chunk 2 x world_size - 1 - rank): a float32 tensor of shape (2, 4, 4) whose "
+         "largest difference from the expected values is"]),
+    "16-causal-ring-attention-without-the-error": (
+        "16-causal-ring-attention", "16_context_parallel",
+        # the given check deleted: an odd number of positions is cut into chunks of 2 and 1
+        causal_ring(check=False),
+        ["On rank 0 (world_size=2, heads=1, seq_len=6, head_dim=2, dtype=torch.float32, "
+         "scale=1.0), what causal_ring_attention raised for a sequence that does not cut into "
+         "2 x world_size chunks (an odd number of positions on each rank) should be\n"
+         "    'ValueError'"]),
+    "16-causal-ring-attention-computes-every-pair": (
+        "16-causal-ring-attention-balance", "16_context_parallel",
+        # right values, but the chunk pairs whose keys all come later are computed and thrown away
+        causal_ring(wasted=True),
+        ["On rank 0 (world_size=4, heads=2, seq_len=16, head_dim=4), the chunk pairs this rank "
+         "computed, as (calls of block_attention, calls with causal=True): one call per pair of "
+         "a query chunk and a key chunk at or before it, none for a key chunk after it should "
+         "be\n    (7, 2)\nbut it is\n    (14, 2)"]),
+    "16-causal-ring-attention-from-every-input": (
+        "16-causal-ring-attention", "16_context_parallel",
+        # every rank makes every rank's blocks instead of receiving them
+        '''
+def causal_ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    chunks = [[None] * (2 * world_size) for _ in range(3)]
+    for r in range(world_size):
+        generator = checks.private_generator(r, "causal qkv")
+        for whole in chunks:
+            block = torch.randn(q.shape, generator=generator, dtype=torch.float64).to(q.dtype)
+            whole[r], whole[2 * world_size - 1 - r] = block.chunk(2, dim=1)
+    q, k, v = (torch.cat(whole, dim=1) for whole in chunks)
+    causal = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return load_balanced(causal, rank, world_size)
+''',
+        ["A rank can make only its own: what the other ranks hold has to reach it through "
+         "torch.distributed"]),
     # answers that make the other ranks' inputs instead of receiving them: each rank can make
     # only its own (checks.private_tensor, private_seed), and the chapters' public helpers no
     # longer give the test's inputs
@@ -1003,6 +1301,118 @@ def heads_to_sequence(y):
 ''',
         ["A rank can make only its own: what the other ranks hold has to reach it through "
          "torch.distributed"]),
+    # 17_sharded_training
+    "17-sharded-optimizer-full-state": (
+        "17-sharded-optimizer-memory", "17_sharded_training",
+        # the right reduce and broadcast calls, but every rank steps an optimizer of every
+        # parameter: the parameters are right, and each rank holds the whole state
+        '''
+class ShardedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, optimizer_cls, **kwargs):
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.optimizer_cls, self.kwargs = optimizer_cls, kwargs
+        self.owner, self.owned, self.local = {}, [0] * self.world_size, None
+        super().__init__(params, kwargs)
+
+    def add_param_group(self, param_group):
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        for param in group["params"]:
+            self.owner[param] = least_loaded(self.owned)
+            self.owned[self.owner[param]] += param.numel()
+        if self.local is None:
+            self.local = self.optimizer_cls([dict(group)], **self.kwargs)
+        else:
+            self.local.add_param_group(dict(group))
+
+    def step(self, closure=None, **kwargs):
+        trained = [p for group in self.param_groups for p in group["params"]
+                   if p.grad is not None]
+        for param in trained:
+            dist.reduce(param.grad, dst=self.owner[param])
+            param.grad /= self.world_size
+        self.local.step(**kwargs)
+        for param in trained:
+            dist.broadcast(param.data, src=self.owner[param])
+''',
+        ["held_bytes(optimizer) added up over the ranks"]),
+    "17-sharded-optimizer-forgets-a-later-group": (
+        "17-sharded-optimizer", "17_sharded_training",
+        # the groups given to the constructor are shared out; a group added later is kept in
+        # self.param_groups but never reaches the wrapped optimizer, so it is never stepped
+        '''
+class ShardedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, optimizer_cls, **kwargs):
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.owner, self.owned = {}, [0] * self.world_size
+        super().__init__(params, kwargs)
+        groups = []
+        for group in self.param_groups:
+            mine = []
+            for param in group["params"]:
+                self.owner[param] = least_loaded(self.owned)
+                self.owned[self.owner[param]] += param.numel()
+                if self.owner[param] == self.rank:
+                    mine.append(param)
+            groups.append({**group, "params": mine})
+        self.local = optimizer_cls(groups, **kwargs)
+
+    def step(self, closure=None, **kwargs):
+        trained = [p for group in self.param_groups for p in group["params"]
+                   if p.grad is not None and p in self.owner]
+        for param in trained:
+            dist.reduce(param.grad, dst=self.owner[param])
+            if self.owner[param] == self.rank:
+                param.grad /= self.world_size
+        for group, local_group in zip(self.param_groups, self.local.param_groups):
+            local_group.update({k: v for k, v in group.items() if k != "params"})
+        self.local.step(**kwargs)
+        for param in trained:
+            dist.broadcast(param.data, src=self.owner[param])
+''',
+        ["the parameters after step"]),
+    "17-fully-sharded-never-frees": (
+        "17-fully-sharded-memory", "17_sharded_training",
+        # gathers into the right tensors and trains right, but keeps every gathered parameter
+        '''
+class FullyShardedModule(FullyShardedModule):
+    def free(self):
+        pass
+''',
+        ["held_bytes(sharded) at each point of each step"]),
+    "17-fully-sharded-all-reduces": (
+        "17-fully-sharded", "17_sharded_training",
+        # the right gradient shards, from the whole gradient all-reduced on every rank
+        '''
+class AllReducing(ShardedForward):
+    @staticmethod
+    def backward(ctx, grad_output):
+        sharded, (inner_x, output) = ctx.sharded, ctx.inner
+        sharded.gather()
+        names = [name for name, full in sharded.unsharded.items() if full.requires_grad]
+        inputs = [sharded.unsharded[name] for name in names]
+        if inner_x.requires_grad:
+            names, inputs = names + ["x"], inputs + [inner_x]
+        grads = dict(zip(names, torch.autograd.grad(output, inputs, grad_output)))
+        sharded.free()
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+        shard_grads = []
+        for name, shard in sharded.module.named_parameters():
+            if not shard.requires_grad:
+                shard_grads.append(None)
+                continue
+            whole = flat_padded(grads[name].float(), world_size)
+            dist.all_reduce(whole)
+            shard_grads.append(whole.chunk(world_size)[rank] / world_size)
+        grad_x = grads["x"].to(ctx.x_dtype) if "x" in grads else None
+        return None, grad_x, *shard_grads
+
+
+class FullyShardedModule(FullyShardedModule):
+    def forward(self, x):
+        return AllReducing.apply(self, x, *self.module.parameters())
+''',
+        ["all_reduce"]),
 }
 
 # (exercise, chapter, a correct answer that the exercise's test cell must accept)
@@ -1046,6 +1456,156 @@ def average_all(tensors):
     "13-train-zero3-single-names": (
         "13-train-zero3", "13_capstone_training",
         zero3(gather="all_gather_single", scatter="reduce_scatter_single")),
+    "14-f-and-g-in-place": (
+        "14-f-and-g", "14_tensor_parallel",
+        # Megatron-LM's _reduce: the all_reduce in place, in f's backward and g's forward pass
+        '''
+class CopyToTensorParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        dist.all_reduce(grad_output, group=ctx.group)
+        return grad_output, None
+
+
+class ReduceFromTensorParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):
+        dist.all_reduce(x, group=group)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output, None
+'''),
+    "14-sequence-parallel-list-forms": (
+        "14-sequence-parallel", "14_tensor_parallel",
+        # dist.all_gather into a list and torch.cat, dist.reduce_scatter from a list: the same
+        # bytes as the tensor forms
+        SP_LIST_FORMS),
+    "15-gpipe-last-in-first-out": (
+        "15-gpipe", "15_pipeline_parallel",
+        # the backward steps from the last micro-batch back: the same bubble and memory as
+        # this chapter's order, and the same messages counted in order
+        GPIPE.format(backward_order="reversed(saved)")),
+    "15-gpipe-schedule-last-in-first-out": (
+        "15-gpipe-schedule", "15_pipeline_parallel",
+        GPIPE.format(backward_order="reversed(saved)")),
+    "15-one-f-one-b-drops-each-pair": (
+        "15-one-f-one-b-schedule", "15_pipeline_parallel",
+        # each pair taken out of a dict and its names dropped right after the backward step
+        one_f_one_b()),
+    "15-one-f-one-b-keeps-the-last-pair-in-its-names": (
+        "15-one-f-one-b-schedule", "15_pipeline_parallel",
+        # taken out of the dict, but the names keep the last pair until the next step
+        one_f_one_b(drop="pass")),
+    "16-ring-attention-mirror": (
+        "16-ring-attention", "16_context_parallel",
+        # the ring the other way round: to rank - 1, from rank + 1
+        '''
+def ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    output = lse = None
+    for step in range(world_size):
+        last = step == world_size - 1
+        if not last:
+            next_k, next_v = torch.empty_like(k), torch.empty_like(v)
+            handles = dist.batch_isend_irecv(
+                [dist.P2POp(dist.isend, k, (rank - 1) % world_size),
+                 dist.P2POp(dist.isend, v, (rank - 1) % world_size),
+                 dist.P2POp(dist.irecv, next_k, (rank + 1) % world_size),
+                 dist.P2POp(dist.irecv, next_v, (rank + 1) % world_size)])
+        output, lse = merge_blocks(output, lse, *block_attention(q, k, v))
+        if not last:
+            for handle in handles:
+                handle.wait()
+            k, v = next_k, next_v
+    return output
+'''),
+    "16-ring-attention-overlap-two-buffers": (
+        "16-ring-attention-overlap", "16_context_parallel",
+        # two buffers of its own, received into in turn: never the one being read and sent
+        '''
+def ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    buffers = [(torch.empty_like(k), torch.empty_like(v)) for _ in range(2)]
+    output = lse = None
+    for step in range(world_size):
+        last = step == world_size - 1
+        if not last:
+            next_k, next_v = buffers[step % 2]
+            handles = dist.batch_isend_irecv(
+                [dist.P2POp(dist.isend, k, (rank + 1) % world_size),
+                 dist.P2POp(dist.isend, v, (rank + 1) % world_size),
+                 dist.P2POp(dist.irecv, next_k, (rank - 1) % world_size),
+                 dist.P2POp(dist.irecv, next_v, (rank - 1) % world_size)])
+        output, lse = merge_blocks(output, lse, *block_attention(q, k, v))
+        if not last:
+            for handle in handles:
+                handle.wait()
+            k, v = next_k, next_v
+    return output
+'''),
+    "16-causal-ring-attention-mirror": (
+        "16-causal-ring-attention", "16_context_parallel",
+        # the ring the other way round: at step s this rank holds the block of rank + s
+        causal_ring(mirror=True)),
+    "16-causal-ring-attention-in-turn": (
+        "16-causal-ring-attention", "16_context_parallel",
+        # no overlap: each step computes, then passes the block on and waits (not timed here)
+        causal_ring(overlap=False)),
+    "17-sharded-optimizer-averaged-before": (
+        "17-sharded-optimizer", "17_sharded_training",
+        # every rank divides its gradient before the reduce, and the wrapped optimizer is made
+        # only once a rank owns a parameter of the first group
+        '''
+class ShardedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, optimizer_cls, **kwargs):
+        self.optimizer_cls, self.kwargs = optimizer_cls, kwargs
+        self.owner, self.owned = {}, [0] * dist.get_world_size()
+        self.local = None
+        super().__init__(params, kwargs)
+
+    def add_param_group(self, param_group):
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        mine = []
+        for param in group["params"]:
+            self.owner[param] = least_loaded(self.owned)
+            self.owned[self.owner[param]] += param.numel()
+            if self.owner[param] == dist.get_rank():
+                mine.append(param)
+        if self.local is None:
+            self.local = self.optimizer_cls([{**group, "params": mine}], **self.kwargs)
+        else:
+            self.local.add_param_group({**group, "params": mine})
+
+    @torch.no_grad()
+    def step(self, closure=None, **kwargs):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for param in group["params"]:
+                if param.grad is not None:
+                    param.grad /= dist.get_world_size()
+                    dist.reduce(param.grad, dst=self.owner[param])
+        for group, local_group in zip(self.param_groups, self.local.param_groups):
+            for key, value in group.items():
+                if key != "params":
+                    local_group[key] = value
+        self.local.step(**kwargs)
+        for group in self.param_groups:
+            for param in group["params"]:
+                if param.grad is not None:
+                    dist.broadcast(param, src=self.owner[param])
+        return loss
+'''),
 }
 
 

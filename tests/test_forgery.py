@@ -1,7 +1,7 @@
 """Hostile submissions, graded as a class: each attack of a student who wants the points without
 the work scores 0 on the test it aims at, and harms nothing.
 
-The class (tests/support/forgeries.py), on chapters 00 to 16: recomputes other ranks' inputs,
+The class (tests/support/forgeries.py), on chapters 00 to 17: recomputes other ranks' inputs,
 reads them from its process, calls the test's own helpers, forges its trace, deletes records or
 hides a costly collective behind the calls of the intended answer, reports a schedule it never
 ran, makes the right calls on zeros, moves data through files, shared memory, a Unix socket, the
@@ -80,6 +80,8 @@ def test_the_attack_scores_nothing_on_the_test_it_aims_at(graded, student):
     ("reports_a_ring_it_never_ran", "where the calls your trace lists send"),
     ("hides_the_worlds_all_reduce", "where the calls your trace lists send"),
     ("gathers_every_block_hidden", "where the calls your trace lists send"),
+    ("makes_every_causal_block", "A rank can make only its own"),
+    ("steps_the_whole_optimizer", "the parameters after step"),
     ("right_calls_on_zeros", "should be"),
 ])
 def test_the_test_says_what_gave_the_attack_away(graded, student, fragment):

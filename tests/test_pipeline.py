@@ -162,7 +162,7 @@ def test_expect_schedule_accepts_a_run_that_follows_the_schedule():
     spans0 = [Span("forward", 0.0, 0.4), Span("backward", 5.0, 6.0)]
     run, spans = _two_rank_run([_call("send", 0, 0.5, root=1), _call("recv", 0, 0.6, root=1)],
                                spans0)
-    expect_schedule(run, spans, [gpipe_order(1)] * 2, "GPipe")
+    expect_schedule(run, spans, [gpipe_order(1)] * 2, "this chapter's GPipe order")
 
 
 def test_expect_schedule_names_the_rank_the_gap_and_both_sets_of_messages():
@@ -171,19 +171,19 @@ def test_expect_schedule_names_the_rank_the_gap_and_both_sets_of_messages():
     run, spans = _two_rank_run([_call("send", 0, 0.5, root=1), _call("recv", 0, 6.5, root=1)],
                                spans0)
     with pytest.raises(checks.CheckFailed) as failed:
-        expect_schedule(run, spans, [gpipe_order(1)] * 2, "GPipe")
+        expect_schedule(run, spans, [gpipe_order(1)] * 2, "this chapter's GPipe order")
     text = str(failed.value)
     assert text.startswith("On rank 0 (world_size=2, batch=2), between F0 and B0 your code "
-                           "should start these messages (GPipe):\n    send F0 to 1, recv B0 "
-                           "from 1\nbut it started\n    send F0 to 1\n")
+                           "should start these messages (this chapter's GPipe order):\n    "
+                           "send F0 to 1, recv B0 from 1\nbut it started\n    send F0 to 1\n")
 
 
 def test_expect_schedule_names_the_first_step_out_of_order():
     spans0 = [Span("backward", 0.0, 0.4), Span("forward", 5.0, 6.0)]
     run, spans = _two_rank_run([], spans0)
-    with pytest.raises(checks.CheckFailed, match=r"should follow the GPipe schedule:\n    F0\n"
-                                                 r"but they are\n    B0\n"):
-        expect_schedule(run, spans, [gpipe_order(1)] * 2, "GPipe")
+    with pytest.raises(checks.CheckFailed, match=r"should follow this chapter's GPipe order:\n"
+                                                 r"    F0\nbut they are\n    B0\n"):
+        expect_schedule(run, spans, [gpipe_order(1)] * 2, "this chapter's GPipe order")
 
 
 # --- activations held --------------------------------------------------------------------------
@@ -215,6 +215,47 @@ def test_held_activations_counts_only_the_stage_not_the_loss_after_it():
         assert held.live == 1
         loss.backward()
     assert (held.live, held.peak, held.forwards) == (0, 1, 1)
+
+
+def _forward(stage, kept):
+    """A micro-batch's forward step as a schedule runs it: a fresh leaf in, (inputs, outputs)
+    out, both kept in ``kept``."""
+    inputs = torch.randn(2, HIDDEN).requires_grad_()
+    kept.append((inputs, stage(inputs)))
+
+
+def test_held_activations_counts_inputs_still_alive_when_a_forward_pass_begins():
+    stage = _stage()
+    with held_activations(stage) as held:
+        kept = []
+        for _ in range(3):
+            _forward(stage, kept)
+        for pair in kept:
+            pair[1].sum().backward()     # autograd lets go of what it saved ...
+        del pair
+        assert held.live == 0
+        _forward(stage, kept)            # ... but the caller still holds all three
+        kept.clear()
+        _forward(stage, kept)
+    assert (held.kept_history, held.kept) == ([0, 1, 2, 3, 0], 3)
+
+
+def test_held_activations_counts_an_input_kept_only_through_its_output_or_loss():
+    stage = _stage()
+    with held_activations(stage) as held:
+        kept = []
+        _forward(stage, kept)
+        _forward(stage, kept)
+        for pair in kept:
+            pair[1].sum().backward()
+        del pair
+        # no reference to the inputs left here: the outputs' graphs lead back to them
+        kept = [torch.nn.functional.mse_loss(outputs, torch.zeros_like(outputs))
+                for _, outputs in kept]
+        _forward(stage, [])
+        kept.clear()
+        _forward(stage, [])
+    assert held.kept_history == [0, 1, 2, 0]
 
 
 def test_held_activations_sees_nothing_without_gradients_and_leaves_no_hook_behind():

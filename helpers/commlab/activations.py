@@ -3,7 +3,10 @@
 :func:`held_activations` counts, from autograd itself, the micro-batches whose saved
 activations a stage still holds: every tensor a forward pass of the stage saves for the backward
 pass is tagged with that forward pass (``torch.autograd.graph.saved_tensors_hooks``), and the
-forward pass counts as held until autograd has let go of the last of them.
+forward pass counts as held until autograd has let go of the last of them. Autograd lets go of
+them in the backward pass, whatever the schedule keeps; so it also counts, when each forward
+pass begins, the earlier forward passes whose input tensor is still alive (``weakref``): the
+schedule still holds it, or the output or graph that leads back to it.
 
 :class:`Busy` computes nothing and takes time, so that a timeline of a pipeline shows its
 schedule rather than the load of the machine it ran on.
@@ -41,14 +44,21 @@ class HeldActivations:
         live: forward passes whose saved activations autograd still holds now.
         peak: the most it held at once.
         history: ``live`` after every change, oldest first.
+        kept_history: for each forward pass, when it began, how many earlier forward passes'
+            input tensors were still alive (held by the caller, or by an output or a graph
+            it keeps), oldest first.
+        kept: the most of ``kept_history``.
     """
 
     forwards: int = 0
     live: int = 0
     peak: int = 0
     history: list[int] = dataclasses.field(default_factory=list)
+    kept_history: list[int] = dataclasses.field(default_factory=list)
+    kept: int = 0
     _current: _MicroBatch | None = None
     _depth: int = 0
+    _inputs: set[int] = dataclasses.field(default_factory=set)
 
     def _changed(self, by: int) -> None:
         self.live += by
@@ -59,6 +69,11 @@ class HeldActivations:
         if self._depth == 0:
             self.forwards += 1
             self._current = None
+            self.kept_history.append(len(self._inputs))
+            self.kept = max(self.kept, len(self._inputs))
+            if args and isinstance(args[0], torch.Tensor):
+                self._inputs.add(self.forwards)
+                weakref.finalize(args[0], self._inputs.discard, self.forwards)
         self._depth += 1
 
     def _forward_finished(self, module: Any, args: Any, output: Any) -> None:
@@ -90,6 +105,11 @@ def held_activations(module: torch.nn.Module) -> Iterator[HeldActivations]:
     pass, through ``torch.autograd.graph.saved_tensors_hooks``. A forward pass counts as held
     from its first saved tensor until autograd has let go of the last one: when its backward
     pass ran (without ``retain_graph=True``), or when its graph was dropped.
+
+    The backward pass frees those even while the caller still holds the micro-batch's input
+    and output, so each forward pass also notes how many earlier forward passes' input tensors
+    are alive when it begins (``kept_history``, ``kept``): a schedule that keeps every
+    micro-batch's ``(inputs, outputs)`` to the end of the step keeps them all.
 
     Example:
         >>> with held_activations(stage) as held:

@@ -93,39 +93,17 @@ def draw_kv_ring(result: RunResult, title: str | None = None) -> Figure:
     Raises:
         DrawError: see :func:`kv_blocks`.
     """
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
-
-    from .figure import RunFigure, text_color
+    from .figure import RunFigure
 
     blocks = kv_blocks(result)
-    batches = _batches(result)
     n, steps = result.world_size, len(blocks)
     fig = RunFigure(figsize=(11, 1.9 + 0.75 * n), dpi=100)
     ax = fig.add_axes((0.13, 0.1, 0.85, 0.72))
     ax.set_xlim(-0.5, steps - 0.5)
     ax.set_ylim(n - 0.5, -0.75)
     ax.set_axis_off()
-    for step in range(steps):
-        ax.text(step, -0.62, f"step {step}", ha="center", va="center", fontsize=11,
-                fontweight="bold")
-        for rank in range(n):
-            face = rank_color(blocks[step][rank])
-            ax.add_patch(FancyBboxPatch((step - 0.3, rank - 0.22), 0.6, 0.44,
-                                        boxstyle="round,pad=0.02", facecolor=face,
-                                        edgecolor="none"))
-            ax.text(step, rank, f"K, V of rank {blocks[step][rank]}", ha="center", va="center",
-                    fontsize=10, color=text_color(face))
-    sizes = {nbytes for calls in batches for call in calls for nbytes in call.sent_to.values()}
-    for step, per_rank in enumerate(zip(*batches)):
-        for call in per_rank:
-            for peer, nbytes in call.sent_to.items():
-                color = rank_color(blocks[step][call.rank])
-                ax.add_patch(FancyArrowPatch((step + 0.32, call.rank), (step + 0.68, peer),
-                                             arrowstyle="-|>", mutation_scale=12, color=color,
-                                             linewidth=1.6, shrinkA=0, shrinkB=0))
-                if len(sizes) > 1:  # else the subtitle says it once
-                    ax.text(step + 0.5, (call.rank + peer) / 2 - 0.12, f"{nbytes} B",
-                            ha="center", va="bottom", fontsize=8, color="#444444")
+    _draw_kv_cells(ax, blocks)
+    sizes = _draw_kv_transfers(ax, blocks, _batches(result))
     for rank in range(n):  # left of the first column, outside the axes
         ax.text(-0.52, rank, f"rank {rank}\n(queries {rank})", ha="right", va="center",
                 fontsize=10, fontweight="bold", color=rank_color(rank))
@@ -137,6 +115,44 @@ def draw_kv_ring(result: RunResult, title: str | None = None) -> Figure:
              f"blocks ({each}). Colour: the rank the block came from.", ha="center", va="top",
              fontsize=9.5)
     return fig
+
+
+def _draw_kv_cells(ax: Any, blocks: list[list[int]]) -> None:
+    """A column per step, a cell per rank: the block it holds, in its owner's colour."""
+    from matplotlib.patches import FancyBboxPatch
+
+    from .figure import text_color
+
+    for step, held in enumerate(blocks):
+        ax.text(step, -0.62, f"step {step}", ha="center", va="center", fontsize=11,
+                fontweight="bold")
+        for rank, owner in enumerate(held):
+            face = rank_color(owner)
+            ax.add_patch(FancyBboxPatch((step - 0.3, rank - 0.22), 0.6, 0.44,
+                                        boxstyle="round,pad=0.02", facecolor=face,
+                                        edgecolor="none"))
+            ax.text(step, rank, f"K, V of rank {owner}", ha="center", va="center",
+                    fontsize=10, color=text_color(face))
+
+
+def _draw_kv_transfers(ax: Any, blocks: list[list[int]], batches: list[list[Any]]) -> set[int]:
+    """An arrow for each block passed on during a step, from the sender's cell to the
+    receiver's in the next column; labelled with its bytes unless all carry the same. Returns
+    the sizes the arrows carry."""
+    from matplotlib.patches import FancyArrowPatch
+
+    sizes = {nbytes for calls in batches for call in calls for nbytes in call.sent_to.values()}
+    for step, per_rank in enumerate(zip(*batches)):
+        for call in per_rank:
+            for peer, nbytes in call.sent_to.items():
+                color = rank_color(blocks[step][call.rank])
+                ax.add_patch(FancyArrowPatch((step + 0.32, call.rank), (step + 0.68, peer),
+                                             arrowstyle="-|>", mutation_scale=12, color=color,
+                                             linewidth=1.6, shrinkA=0, shrinkB=0))
+                if len(sizes) > 1:  # else the subtitle says it once
+                    ax.text(step + 0.5, (call.rank + peer) / 2 - 0.12, f"{nbytes} B",
+                            ha="center", va="bottom", fontsize=8, color="#444444")
+    return sizes
 
 
 def draw_layout(per_rank: list[Any], heads: int, seq_len: int, titles: list[str],
@@ -160,10 +176,26 @@ def draw_layout(per_rank: list[Any], heads: int, seq_len: int, titles: list[str]
         DrawError: a rank returned a different number of tensors than ``titles`` has, or an id
             outside the grid.
     """
-    from matplotlib.patches import Rectangle
+    from .figure import RunFigure
 
-    from .figure import RunFigure, text_color
+    _check_layout(per_rank, titles)
+    inches = 0.9 + (0.3 * heads + 0.6) * len(titles)
+    fig = RunFigure(figsize=(11, inches), dpi=100)
+    top, bottom = 0.55 / inches, 0.35 / inches  # the title above, the caption below
+    height = (1 - top - bottom) / len(titles)
+    for panel, name in enumerate(titles):
+        low = 1 - top - height * (panel + 1)
+        ax = fig.add_axes((0.1, low + 0.2 * height, 0.86, 0.68 * height))
+        _draw_layout_panel(ax, _holders(per_rank, panel, name, heads, seq_len), heads, seq_len,
+                           name)
+    fig.text(0.1, 0.1 * bottom, "columns: positions in the sequence; a cell's colour and "
+             "number: the rank that holds it", fontsize=9, va="bottom")
+    fig.suptitle(title or "Which rank holds which head and position", fontsize=12)
+    return fig
 
+
+def _check_layout(per_rank: list[Any], titles: list[str]) -> None:
+    """Raise a DrawError unless every rank of 1 to 8 gave one tensor per panel."""
     world_size = len(per_rank)
     if not 1 <= world_size <= len(RANK_COLORS):
         raise DrawError(f"draw_layout draws 1 to {len(RANK_COLORS)} ranks, not {world_size}.")
@@ -172,41 +204,46 @@ def draw_layout(per_rank: list[Any], heads: int, seq_len: int, titles: list[str]
             raise DrawError(f"Rank {rank} returned {type(tensors).__name__}; draw_layout needs "
                             f"from every rank a list of {len(titles)} tensors of position ids, "
                             "one per panel title.")
-    inches = 0.9 + (0.3 * heads + 0.6) * len(titles)
-    fig = RunFigure(figsize=(11, inches), dpi=100)
-    top, bottom = 0.55 / inches, 0.35 / inches  # the title above, the caption below
-    height = (1 - top - bottom) / len(titles)
-    for panel, name in enumerate(titles):
-        holder = [[None] * seq_len for _ in range(heads)]
-        for rank, tensors in enumerate(per_rank):
-            for cell in torch.as_tensor(tensors[panel]).reshape(-1).tolist():
-                head, position = divmod(int(cell), seq_len)
-                if not (0 <= head < heads and cell == int(cell)):
-                    raise DrawError(f"Rank {rank} holds the id {cell} in panel {name!r}, outside "
-                                    f"a grid of {heads} heads x {seq_len} positions (ids are "
-                                    "head * seq_len + position).")
-                holder[head][position] = rank
-        low = 1 - top - height * (panel + 1)
-        ax = fig.add_axes((0.1, low + 0.2 * height, 0.86, 0.68 * height))
-        ax.set_xlim(0, seq_len)
-        ax.set_ylim(heads, 0)
-        for head in range(heads):
-            for position in range(seq_len):
-                rank = holder[head][position]
-                face = "white" if rank is None else rank_color(rank)
-                ax.add_patch(Rectangle((position, head), 1, 1, facecolor=face,
-                                       edgecolor="white", linewidth=1.5))
-                if rank is not None and seq_len <= 32:
-                    ax.text(position + 0.5, head + 0.5, str(rank), ha="center", va="center",
-                            fontsize=8, color=text_color(face))
-        ax.set_yticks([h + 0.5 for h in range(heads)], [f"head {h}" for h in range(heads)])
-        step = max(1, seq_len // 16)
-        ax.set_xticks([p + 0.5 for p in range(0, seq_len, step)], list(range(0, seq_len, step)))
-        ax.tick_params(length=0, labelsize=8)
-        for side in ax.spines.values():
-            side.set_visible(False)
-        ax.set_title(name, fontsize=10.5, loc="left")
-    fig.text(0.1, 0.1 * bottom, "columns: positions in the sequence; a cell's colour and "
-             "number: the rank that holds it", fontsize=9, va="bottom")
-    fig.suptitle(title or "Which rank holds which head and position", fontsize=12)
-    return fig
+
+
+def _holders(per_rank: list[Any], panel: int, name: str, heads: int,
+             seq_len: int) -> list[list[int | None]]:
+    """``holder[head][position]``: the rank whose tensor of ``panel`` holds that cell's id, or
+    None."""
+    holder: list[list[int | None]] = [[None] * seq_len for _ in range(heads)]
+    for rank, tensors in enumerate(per_rank):
+        for cell in torch.as_tensor(tensors[panel]).reshape(-1).tolist():
+            head, position = divmod(int(cell), seq_len)
+            if not (0 <= head < heads and cell == int(cell)):
+                raise DrawError(f"Rank {rank} holds the id {cell} in panel {name!r}, outside "
+                                f"a grid of {heads} heads x {seq_len} positions (ids are "
+                                "head * seq_len + position).")
+            holder[head][position] = rank
+    return holder
+
+
+def _draw_layout_panel(ax: Any, holder: list[list[int | None]], heads: int, seq_len: int,
+                       name: str) -> None:
+    """One panel: a row per head, a column per position, each cell in its holder's colour."""
+    from matplotlib.patches import Rectangle
+
+    from .figure import text_color
+
+    ax.set_xlim(0, seq_len)
+    ax.set_ylim(heads, 0)
+    for head in range(heads):
+        for position in range(seq_len):
+            rank = holder[head][position]
+            face = "white" if rank is None else rank_color(rank)
+            ax.add_patch(Rectangle((position, head), 1, 1, facecolor=face,
+                                   edgecolor="white", linewidth=1.5))
+            if rank is not None and seq_len <= 32:
+                ax.text(position + 0.5, head + 0.5, str(rank), ha="center", va="center",
+                        fontsize=8, color=text_color(face))
+    ax.set_yticks([h + 0.5 for h in range(heads)], [f"head {h}" for h in range(heads)])
+    step = max(1, seq_len // 16)
+    ax.set_xticks([p + 0.5 for p in range(0, seq_len, step)], list(range(0, seq_len, step)))
+    ax.tick_params(length=0, labelsize=8)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_title(name, fontsize=10.5, loc="left")

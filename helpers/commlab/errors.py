@@ -3,6 +3,7 @@ what to try; each keeps what the ranks printed, in ``.result``."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 
@@ -62,6 +63,18 @@ class CollectiveTimeout(CommlabError, TimeoutError):
 class ReturnNotSendable(CommlabError):
     """Raised on a rank whose function returned something that can't be pickled; the notebook
     sees it as that rank's :class:`RankError`."""
+
+
+@dataclasses.dataclass
+class RankFailure:
+    """An exception a rank raised, as plain data: the frames worth showing a student (a rank
+    sends it back in its report; :mod:`commlab.explain` words it)."""
+
+    type: str
+    message: str
+    frames: list[tuple[str, int, str, str | None]]
+    raised_inside: str | None = None
+    in_call: str | None = None
 
 
 class DrawError(ValueError):

@@ -12,13 +12,12 @@ import signal
 from typing import TYPE_CHECKING
 
 from . import status
-from .errors import CollectiveTimeout, RankCrashed, RankError
+from .errors import CollectiveTimeout, RankCrashed, RankError, RankFailure
 from .p2p import POINT_TO_POINT
 from .result import RunResult
 
 if TYPE_CHECKING:
     from .processes import RankProcess
-    from .worker import RankFailure
 
 # Errors a rank raises only because a peer went away: they are consequences, not causes.
 _PEER_LOSS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe",

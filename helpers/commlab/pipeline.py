@@ -87,9 +87,78 @@ def _needs(rank: int, world_size: int, kind: str, microbatch: int) -> tuple[int,
     return (rank + 1, "B", microbatch) if rank < world_size - 1 else None
 
 
+def _inputs(rank: int, world_size: int, kind: str, microbatch: int) -> list[tuple[int, str, int]]:
+    """Every step whose result this step waits for: the neighbour's (:func:`_needs`) and, for a
+    backward step, the rank's own forward step of the same micro-batch."""
+    own_forward = (rank, "F", microbatch) if kind == "B" else None
+    return [n for n in (_needs(rank, world_size, kind, microbatch), own_forward) if n is not None]
+
+
 def _describe(step: tuple[int, str, int]) -> str:
     rank, kind, microbatch = step
     return f"rank {rank}'s {kind}{microbatch}"
+
+
+def _steps_to_run(orders: list[list[tuple[str, int]]]) -> dict[tuple[int, str, int], float]:
+    """Every step of ``orders`` as ``(rank, kind, micro-batch)``, none finished yet (-1).
+
+    Raises:
+        ValueError: a step that is neither ``"F"`` nor ``"B"``, a step a rank runs twice, or a
+            step that needs one no rank runs.
+    """
+    world_size = len(orders)
+    finished: dict[tuple[int, str, int], float] = {}
+    for rank, order in enumerate(orders):
+        for kind, microbatch in order:
+            if kind not in ("F", "B"):
+                raise ValueError(f"rank {rank}'s order has the step {(kind, microbatch)!r}; "
+                                 "steps are ('F', micro-batch) or ('B', micro-batch).")
+            if (rank, kind, microbatch) in finished:
+                raise ValueError(f"rank {rank} runs {kind}{microbatch} twice.")
+            finished[(rank, kind, microbatch)] = -1.0
+    for rank, order in enumerate(orders):
+        for kind, microbatch in order:
+            for need in _inputs(rank, world_size, kind, microbatch):
+                if need not in finished:
+                    raise ValueError(f"rank {rank}'s {kind}{microbatch} needs "
+                                     f"{_describe(need)}, which is not in that rank's order.")
+    return finished
+
+
+def _run_ready_steps(orders: list[list[tuple[str, int]]],
+                     finished: dict[tuple[int, str, int], float], timed: list[list[Step]],
+                     forward: float, backward: float) -> bool:
+    """One pass over the ranks: each runs its next steps for as long as their inputs are there,
+    each as soon as its rank is free and its inputs have arrived. Returns whether any step ran."""
+    progress = False
+    for rank, order in enumerate(orders):
+        while len(timed[rank]) < len(order):
+            kind, microbatch = order[len(timed[rank])]
+            needs = _inputs(rank, len(orders), kind, microbatch)
+            if any(finished[n] < 0 for n in needs):
+                break
+            free = timed[rank][-1].finished if timed[rank] else 0.0
+            start = max([free] + [finished[n] for n in needs])
+            end = start + (forward if kind == "F" else backward)
+            finished[(rank, kind, microbatch)] = end
+            timed[rank].append(Step(kind, microbatch, start, end))
+            progress = True
+    return progress
+
+
+def _deadlock(orders: list[list[tuple[str, int]]], finished: dict[tuple[int, str, int], float],
+              timed: list[list[Step]]) -> str:
+    """Why the ranks that could not finish their orders wait forever: the first missing input
+    of each one's next step."""
+    waits = []
+    for rank, order in enumerate(orders):
+        if len(timed[rank]) < len(order):
+            kind, microbatch = order[len(timed[rank])]
+            need = next(n for n in _inputs(rank, len(orders), kind, microbatch)
+                        if finished[n] < 0)
+            waits.append(f"rank {rank}'s {kind}{microbatch} waits for {_describe(need)}")
+    return "These orders cannot run, the ranks wait for each other forever: " + "; ".join(
+        waits) + "."
 
 
 def replay(orders: list[list[tuple[str, int]]], forward: float = 1.0,
@@ -114,53 +183,12 @@ def replay(orders: list[list[tuple[str, int]]], forward: float = 1.0,
         ValueError: an order that cannot run: a step that needs a step no rank runs, or ranks
             that wait for each other forever.
     """
-    world_size = len(orders)
-    finished: dict[tuple[int, str, int], float] = {}
-    for rank, order in enumerate(orders):
-        for kind, microbatch in order:
-            if kind not in ("F", "B"):
-                raise ValueError(f"rank {rank}'s order has the step {(kind, microbatch)!r}; "
-                                 "steps are ('F', micro-batch) or ('B', micro-batch).")
-            if (rank, kind, microbatch) in finished:
-                raise ValueError(f"rank {rank} runs {kind}{microbatch} twice.")
-            finished[(rank, kind, microbatch)] = -1.0
-    for rank, order in enumerate(orders):
-        for kind, microbatch in order:
-            for need in (_needs(rank, world_size, kind, microbatch),
-                         (rank, "F", microbatch) if kind == "B" else None):
-                if need is not None and need not in finished:
-                    raise ValueError(f"rank {rank}'s {kind}{microbatch} needs "
-                                     f"{_describe(need)}, which is not in that rank's order.")
-    done = [0] * world_size
-    free = [0.0] * world_size
-    timed: list[list[Step]] = [[] for _ in range(world_size)]
-    progress = True
-    while progress:
-        progress = False
-        for rank, order in enumerate(orders):
-            while done[rank] < len(order):
-                kind, microbatch = order[done[rank]]
-                needs = [n for n in (_needs(rank, world_size, kind, microbatch),
-                                     (rank, "F", microbatch) if kind == "B" else None)
-                         if n is not None]
-                if any(finished[n] < 0 for n in needs):
-                    break
-                start = max([free[rank]] + [finished[n] for n in needs])
-                end = start + (forward if kind == "F" else backward)
-                finished[(rank, kind, microbatch)] = free[rank] = end
-                timed[rank].append(Step(kind, microbatch, start, end))
-                done[rank] += 1
-                progress = True
-    stuck = [rank for rank, order in enumerate(orders) if done[rank] < len(order)]
-    if stuck:
-        waits = []
-        for rank in stuck:
-            kind, microbatch = orders[rank][done[rank]]
-            need = [n for n in (_needs(rank, world_size, kind, microbatch),
-                                (rank, "F", microbatch)) if n is not None and finished[n] < 0]
-            waits.append(f"rank {rank}'s {kind}{microbatch} waits for {_describe(need[0])}")
-        raise ValueError("These orders cannot run, the ranks wait for each other forever: "
-                         + "; ".join(waits) + ".")
+    finished = _steps_to_run(orders)
+    timed: list[list[Step]] = [[] for _ in orders]
+    while _run_ready_steps(orders, finished, timed, forward, backward):
+        pass
+    if any(len(steps) < len(order) for steps, order in zip(timed, orders)):
+        raise ValueError(_deadlock(orders, finished, timed))
     return timed
 
 
@@ -301,7 +329,8 @@ def expect_schedule(result: Any, spans_per_rank: list[list[Span]],
         spans_per_rank: each rank's spans, whose ``"forward"`` and ``"backward"`` spans are its
             steps.
         orders: each rank's steps as the schedule orders them.
-        schedule: its name for the message, e.g. ``"1F1B"``.
+        schedule: the order's name in the message, e.g. ``"the 1F1B order"`` or ``"this
+            chapter's GPipe order"`` (where other orders are valid too).
 
     Raises:
         commlab.checks.CheckFailed: the first rank whose steps or messages differ, with what
@@ -317,7 +346,7 @@ def expect_schedule(result: Any, spans_per_rank: list[list[Span]],
                      min(len(ran), len(order)))
             raise CheckFailed(
                 f"On rank {rank}{where}, the forward and backward steps (forward_step and "
-                f"backward_step, in the order they ran) should follow the {schedule} schedule:"
+                f"backward_step, in the order they ran) should follow {schedule}:"
                 f"\n    {_steps_up_to(order, k)}\nbut they are\n    {_steps_up_to(ran, k)}\n"
                 f"(F3 is micro-batch 3's forward step, B3 its backward step; step {k + 1} is "
                 "the first that differs.)")

@@ -32,9 +32,9 @@ class NotPlain(CommlabError):
 
 @functools.cache
 def _records() -> dict[str, type]:
+    from .errors import RankFailure
     from .timeline import Span
     from .trace import Call, TensorInfo
-    from .worker import RankFailure
 
     return {cls.__name__: cls for cls in (Call, TensorInfo, Span, RankFailure)}
 

@@ -24,9 +24,12 @@ import torch.multiprocessing as mp
 from . import capture, control, status, worker
 
 # Workers are modules the forkserver imports once, so each rank starts with torch loaded (and
-# the functional collectives, which the trace wraps in every rank).
+# the functional collectives, which the trace wraps in every rank). torch._dynamo too: every
+# torch.optim optimizer imports it on first use (its constructor and its step), which cost each
+# rank of each run 1.4 s on an idle 2-core machine and 10 s at a load of 8, past a test's
+# 8 s; it also brings DTensor and FSDP2's modules.
 PRELOAD = ["torch", "torch.distributed", "torch.distributed._functional_collectives",
-            "cloudpickle", "commlab.worker"]
+           "torch._dynamo", "cloudpickle", "commlab.worker"]
 
 
 class RankProcess:

@@ -19,7 +19,7 @@ import torch.distributed as dist
 from . import backend as backends
 from . import capture, explain, trace
 from .result import RunResult
-from .worker import to_cpu
+from .worker import install_trace, to_cpu
 
 
 def launched_by_torchrun() -> bool:
@@ -61,7 +61,7 @@ def _call_traced(fn: Callable[..., Any], rank: int, world_size: int, args: tuple
                  trace_values: bool) -> dict[str, Any]:
     """Call ``fn`` here with the trace installed and fds 1 and 2 captured."""
     recorder = trace.Recorder(rank, keep_values=trace_values)
-    undo = trace.install(recorder)
+    undo = install_trace(recorder)
     value, failure = None, None
     try:
         with capture.captured() as printed:

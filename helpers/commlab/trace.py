@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -314,8 +315,10 @@ def current() -> Recorder | None:
 
 
 def install(recorder: Recorder) -> Callable[[], None]:
-    """Replace ``torch.distributed``'s functions, and the functional collectives DTensor calls
-    (:mod:`commlab.functional`), with traced ones; return an undo function."""
+    """Replace ``torch.distributed``'s functions with traced ones; return an undo function.
+
+    The functional collectives DTensor calls are traced by :mod:`commlab.functional`, which
+    builds on this module; a rank installs both (:func:`commlab.worker.install_trace`)."""
     import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
 
@@ -324,6 +327,11 @@ def install(recorder: Recorder) -> Callable[[], None]:
 
     import torch.distributed.device_mesh as device_mesh
 
+    # modules that took functions by name when they were imported find the wrappers there too:
+    # device_mesh (new_group), and DTensor's scatter and broadcast, imported in the forkserver
+    # with torch._dynamo (commlab.processes.PRELOAD)
+    dtensor = sys.modules.get("torch.distributed.tensor._collective_utils")
+    by_name = [device_mesh] + ([dtensor] if dtensor is not None else [])
     saved: list[tuple[Any, str, Any]] = []
     for name in OPS:
         original = getattr(c10d, name, None) or getattr(dist, name, None)
@@ -331,20 +339,13 @@ def install(recorder: Recorder) -> Callable[[], None]:
             continue
         original = getattr(original, "__commlab_original__", original)
         traced = recorder.wrap(name, original)
-        # device_mesh took new_group by name when it was imported: it finds the wrapper there
-        for module in (dist, c10d, device_mesh):
+        for module in (dist, c10d, *by_name):
             if hasattr(module, name):
                 saved.append((module, name, getattr(module, name)))
                 setattr(module, name, traced)
 
-    # DTensor's collectives go through torch's functional collectives instead
-    from . import functional
-
-    undo_functional = functional.install(recorder)
-
     def undo() -> None:
         global _current
-        undo_functional()
         for module, name, value in reversed(saved):
             setattr(module, name, value)
         _current = None

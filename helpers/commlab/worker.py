@@ -35,9 +35,9 @@ from typing import Any
 import cloudpickle
 import torch
 
-from . import backend, capture, control, plain, status
+from . import backend, capture, control, functional, plain, status
 from . import trace as tracing
-from .errors import ReturnNotSendable
+from .errors import RankFailure, ReturnNotSendable
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
@@ -70,17 +70,6 @@ PRIVATE: bytes | None = None
 
 
 @dataclasses.dataclass
-class RankFailure:
-    """An exception a rank raised, as plain data: the frames worth showing a student."""
-
-    type: str
-    message: str
-    frames: list[tuple[str, int, str, str | None]]
-    raised_inside: str | None = None
-    in_call: str | None = None
-
-
-@dataclasses.dataclass
 class RankReport:
     """What a rank sends back once: what it returned, or how it failed, and its trace."""
 
@@ -93,6 +82,20 @@ class RankReport:
     @property
     def done(self) -> bool:
         return self.failure is None
+
+
+def install_trace(recorder: tracing.Recorder) -> Callable[[], None]:
+    """Record every call this rank makes into ``recorder``: ``torch.distributed``'s functions
+    (:mod:`commlab.trace`) and the functional collectives DTensor calls
+    (:mod:`commlab.functional`). Returns an undo function."""
+    undo_distributed = tracing.install(recorder)
+    undo_functional = functional.install(recorder)
+
+    def undo() -> None:
+        undo_functional()
+        undo_distributed()
+
+    return undo
 
 
 def main(spec: LaunchSpec, rank: int, connection: Any, out_pipe: Any, err_pipe: Any,
@@ -115,7 +118,7 @@ def main(spec: LaunchSpec, rank: int, connection: Any, out_pipe: Any, err_pipe: 
     control.install(channel)
 
     recorder = tracing.Recorder(rank, board, keep_values=spec.trace_values)
-    tracing.install(recorder)
+    install_trace(recorder)
     try:
         value = _call(spec, rank, board)
         board.set_phase(status.FINISHED)

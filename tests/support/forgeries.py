@@ -1,4 +1,4 @@
-"""Hostile submissions, one attack each, on chapters 00 to 16: what a student who wants the
+"""Hostile submissions, one attack each, on chapters 00 to 17: what a student who wants the
 points without the work could hand in. :mod:`tests.test_forgery` grades them as a class.
 
 Each entry: student -> (chapter, notebook, the test cell the attack aims at). The attacks make
@@ -579,6 +579,59 @@ def ring_attention(q, k, v):
 '''
 
 
+# 16: causal ring attention from every rank's blocks, made on every rank with the test's own
+# generator: nothing received
+MAKES_EVERY_CAUSAL_BLOCK = '''\
+def causal_ring_attention(q, k, v):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    if q.shape[1] % 2:
+        raise ValueError("an odd number of positions")
+    chunks = [[None] * (2 * world_size) for _ in range(3)]
+    for r in range(world_size):
+        generator = checks.private_generator(r, "causal qkv")
+        for whole in chunks:
+            block = torch.randn(q.shape, generator=generator, dtype=torch.float64).to(q.dtype)
+            whole[r], whole[2 * world_size - 1 - r] = block.chunk(2, dim=1)
+    q, k, v = (torch.cat(whole, dim=1) for whole in chunks)
+    causal = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return load_balanced(causal, rank, world_size)
+'''
+
+
+# 17: every rank steps the whole unsharded optimizer on its own gradients; the sharded
+# optimizer's reduce and broadcast made on copies, for the trace and the network
+STEPS_THE_WHOLE_OPTIMIZER = '''\
+class ShardedOptimizer(torch.optim.Optimizer):
+    # every rank steps the whole unsharded optimizer on its own gradients; the reduce and
+    # broadcast calls of the intended answer are made on copies, for the trace and the network
+    def __init__(self, params, optimizer_cls, **kwargs):
+        self.optimizer_cls, self.kwargs, self.whole = optimizer_cls, kwargs, None
+        self.owner, self.owned = {}, [0] * dist.get_world_size()
+        super().__init__(params, kwargs)
+
+    def add_param_group(self, param_group):
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        for param in group["params"]:
+            self.owner[param] = least_loaded(self.owned)
+            self.owned[self.owner[param]] += param.numel()
+        if self.whole is None:
+            self.whole = self.optimizer_cls([dict(group)], **self.kwargs)
+        else:
+            self.whole.add_param_group(dict(group))
+
+    def step(self, closure=None):
+        for group, whole in zip(self.param_groups, self.whole.param_groups):
+            whole.update({k: v for k, v in group.items() if k != "params"})
+        trained = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
+        for param in trained:
+            dist.reduce(param.grad.clone(), dst=self.owner[param])
+        self.whole.step()
+        for param in trained:
+            dist.broadcast(param.detach().clone(), src=self.owner[param])
+'''
+
+
 def students() -> dict[str, tuple[str, object, str]]:
     """student -> (chapter, notebook, grade id of the test the attack aims at)."""
     broadcast = "01_broadcast"
@@ -643,6 +696,10 @@ def students() -> dict[str, tuple[str, object, str]]:
             ("rebuilds_the_whole_model", "15_pipeline_parallel", "15-gpipe",
              REBUILDS_THE_WHOLE_MODEL),
             ("gathers_every_block_hidden", "16_context_parallel", "16-ring-attention",
-             GATHERS_EVERY_BLOCK_HIDDEN)):
+             GATHERS_EVERY_BLOCK_HIDDEN),
+            ("makes_every_causal_block", "16_context_parallel", "16-causal-ring-attention",
+             MAKES_EVERY_CAUSAL_BLOCK),
+            ("steps_the_whole_optimizer", "17_sharded_training", "17-sharded-optimizer",
+             STEPS_THE_WHOLE_OPTIMIZER)):
         found[name] = (chapter, answer(chapter, grade_id, source), f"{grade_id}-test")
     return found

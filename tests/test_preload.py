@@ -1,0 +1,47 @@
+"""What a rank finds already imported: the forkserver it is forked from preloads what the
+chapters' code would otherwise import in every rank of every run (commlab.processes.PRELOAD)."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+import commlab
+
+
+def _modules_after_an_optimizer_step(rank, world_size):
+    before = set(sys.modules)
+    params = [torch.nn.Parameter(torch.ones(3))]
+    optimizer = torch.optim.AdamW(params, lr=0.1)
+    params[0].grad = torch.ones(3)
+    optimizer.step()
+    return "torch._dynamo" in before, sorted(set(sys.modules) - before)
+
+
+def test_a_torch_optim_step_in_a_rank_finds_torch_dynamo_imported():
+    # torch.optim imports torch._dynamo on first use (with sympy and torch.fx): 1.4 s per rank
+    # on an idle 2-core machine, 10 s at a load of 8, past a test case's 8 s; what is left to
+    # import (a profiler module) takes milliseconds
+    result = commlab.run(_modules_after_an_optimizer_step, world_size=2)
+    for preloaded, new in result.returns:
+        assert preloaded
+        assert [name for name in new if name.split(".")[0] == "sympy"
+                or name.startswith(("torch._dynamo", "torch.fx"))] == []
+
+
+def _distribute(rank, world_size):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (world_size,))
+    distribute_tensor(torch.ones(4, 2), mesh, [Shard(0)])
+    distribute_tensor(torch.ones(2), mesh, [Replicate()])
+
+
+def test_dtensors_scatter_and_broadcast_are_traced_though_their_module_is_preloaded():
+    # DTensor's _collective_utils takes scatter and broadcast by name, and torch._dynamo brings
+    # it into the forkserver, before any rank installs its trace
+    result = commlab.run(_distribute, world_size=2, timeout=30)
+    assert [call.op for call in result.trace[0]] == ["scatter", "broadcast"]
+    assert result.bytes_sent()[0] == 16 + 8
