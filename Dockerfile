@@ -1,18 +1,23 @@
 # The course in a container: one torch (requirements.txt's pin), CUDA for NCCL when the host
-# has GPUs, the student's work in a folder a host volume keeps.
+# has GPUs, the student's work in a folder a host volume keeps. The same image is a JupyterHub's
+# single-user image (README, "Teaching a class on a JupyterHub").
 #
 #   docker build --build-arg UID="$(id -u)" --build-arg GID="$(id -g)" -t commlab-course .
 #   mkdir -p commlab-work
 #   docker run --rm -it --gpus all --shm-size=1g -p 127.0.0.1:8888:8888 \
-#       -v "$PWD/commlab-work:/home/student/course/work" commlab-course
+#       -v "$PWD/commlab-work:/home/jovyan/work" commlab-course
 #
 # Targets: `student` (the default, last below): the student edition (helpers/scripts/student_edition.py),
 # no solutions, hidden tests, grader or gradebook. `instructor`: the whole course, for grading
 # and for the maintainers' tests.
 #
 # Build arguments (README, Docker):
-#   UID, GID      the host user's ids (default 1000); ids the base has already are reused, and
-#                 UID 0 runs the container as root (helpers/scripts/image_user.sh)
+#   UID, GID      the host user's ids (default 1000 and 100, a JupyterHub's); ids the base has
+#                 already are reused, and UID 0 runs the container as root
+#                 (helpers/scripts/image_user.sh)
+#   JUPYTERHUB    the version of the hub that will start the image, when it is not
+#                 requirements.txt's jupyterhub pin (jupyterhub-singleuser must match the hub's
+#                 major.minor version: Zero to JupyterHub 4.4.0 runs JupyterHub 5.5.0)
 #   TORCH         empty: the pin's PyPI wheel (on Linux x86-64 built for CUDA 13.0); cpu: the
 #                 CPU build; cu126: another CUDA, from PyTorch's index
 #   TORCH_INDEX   the address of that index or of a mirror of it, when it is not
@@ -53,21 +58,28 @@ COPY requirements.txt helpers/scripts/install_requirements.sh ./
 RUN --mount=type=secret,id=pip_conf --mount=type=secret,id=ca_bundle \
     TORCH="${TORCH}" TORCH_INDEX="${TORCH_INDEX}" sh install_requirements.sh
 
+# jupyterhub-singleuser of the hub's own version, where it is not requirements.txt's pin
+ARG JUPYTERHUB=""
+RUN --mount=type=secret,id=pip_conf --mount=type=secret,id=ca_bundle \
+    if [ -n "${JUPYTERHUB}" ]; then sh install_requirements.sh "jupyterhub==${JUPYTERHUB}"; fi
+
 # The user's ids: give yours (--build-arg UID="$(id -u)" GID="$(id -g)") so that files in a
 # mounted host folder stay yours and the container can write them.
 ARG UID=1000
-ARG GID=1000
+ARG GID=100
 COPY helpers/scripts/image_user.sh ./
 RUN sh image_user.sh "${UID}" "${GID}"
-WORKDIR /home/student/course
+WORKDIR /home/jovyan
 
-ENV WORK=/home/student/course/work \
+ENV WORK=/home/jovyan/work \
     LAB_FLAGS="--ip=0.0.0.0 --port=8888 --no-browser"
+# Lab's terminals are login shells, whose /etc/profile sets PATH to the system's: the venv
+# first again there, or a terminal's python, jupyter and torchrun are not the course's ($PATH
+# is for the shell that reads the file, hence the single quotes)
+# hadolint ignore=SC2016
+RUN printf '%s\n' 'PATH="/opt/venv/bin:$PATH"; export PATH' > /etc/profile.d/commlab-venv.sh
 EXPOSE 8888
 ENTRYPOINT ["tini", "-g", "--"]
-# Fills work/ from notebooks/ (only what work/ lacks, never overwriting) and starts Lab on it;
-# Lab prints its address with the token.
-CMD ["make", "lab"]
 
 
 # Cut the student edition out of the whole course (with the environment's python3, whatever
@@ -80,36 +92,49 @@ RUN make -C /tmp/course student-edition DEST=/tmp/edition
 # The whole course: solutions, grader, tests (grading, `make test`, `make validate`).
 FROM runtime AS instructor
 ARG UID=1000
-ARG GID=1000
+ARG GID=100
+WORKDIR /home/jovyan/course
 COPY --chown=${UID}:${GID} . .
 # requirements-dev.txt's test tools go into the environment too, through the same secrets
 RUN --mount=type=secret,id=pip_conf --mount=type=secret,id=ca_bundle make setup
 USER ${UID}:${GID}
 # COMMLAB_INSTRUCTOR_IMAGE: the grader's advice where namespaces are not allowed speaks of
 # this image as the one you are in (grader/sandboxed/namespaces.py)
-ENV HOME=/home/student \
+ENV HOME=/home/jovyan \
     COMMLAB_INSTRUCTOR_IMAGE=1
 # matplotlib's font cache, in the user's home: built once here, not on the first picture
 RUN python -c "import matplotlib.font_manager"
+CMD ["make", "lab"]
 
 
-# What students run: the student edition only.
+# What students run: the student edition only, in /opt/course, outside the home that a hub
+# mounts each student's volume over; owned by root, read-only for the student.
 FROM runtime AS student
 ARG UID=1000
-ARG GID=1000
-COPY --from=edition --chown=${UID}:${GID} /tmp/edition .
+ARG GID=100
+COPY --from=edition /tmp/edition /opt/course
+WORKDIR /opt/course
 RUN --mount=type=secret,id=pip_conf --mount=type=secret,id=ca_bundle make setup
 # A student's Lab keeps nbgrader's Validate button and loses the instructor's panels
-# (formgrader, create assignment, courses, assignment list), as nbgrader's install docs advise,
-# locked so that Lab's plugin manager cannot turn them on again.
+# (formgrader, create assignment, courses), as nbgrader's install docs advise, locked so that
+# Lab's plugin manager cannot turn them on again. The Assignments panel (fetch, submit) is off
+# too, but for a server with nbgrader's exchange (helpers/scripts/image_start.sh).
 RUN jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:formgrader \
         @jupyter/nbgrader:create-assignment @jupyter/nbgrader:course-list \
         @jupyter/nbgrader:assignment-list \
     && jupyter labextension lock --level=sys_prefix @jupyter/nbgrader:formgrader \
         @jupyter/nbgrader:create-assignment @jupyter/nbgrader:course-list \
-        @jupyter/nbgrader:assignment-list \
     && jupyter server extension disable --sys-prefix nbgrader.server_extensions.formgrader \
-        nbgrader.server_extensions.course_list nbgrader.server_extensions.assignment_list
+        nbgrader.server_extensions.course_list nbgrader.server_extensions.assignment_list \
+    && cp helpers/jupyter/nbgrader_config.py /opt/venv/etc/jupyter/nbgrader_config.py \
+    && install -d -m 1777 /srv/nbgrader/exchange \
+    && MPLCONFIGDIR=/opt/matplotlib-cache python -c "import matplotlib.font_manager"
 USER ${UID}:${GID}
-ENV HOME=/home/student
-RUN python -c "import matplotlib.font_manager"
+ENV HOME=/home/jovyan \
+    COURSE=/opt/course
+WORKDIR /home/jovyan
+# Fills ~/work from /opt/course/notebooks (only what it lacks, never overwriting), then starts
+# Lab there: jupyterhub-singleuser when a hub started the container, else `jupyter lab`, which
+# prints its address with the token. Other commands run after the fill.
+ENTRYPOINT ["tini", "-g", "--", "sh", "/opt/course/helpers/scripts/image_start.sh"]
+CMD ["lab"]

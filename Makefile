@@ -23,9 +23,18 @@ SITE_OUT ?= build/site
 HUB ?=
 REPO ?=
 BRANCH ?=
+# A class's JupyterHub (README, "Teaching a class on a JupyterHub"): the hub's own environment
+# (JupyterHub, DockerSpawner, configurable-http-proxy), apart from the course's .venv
+HUB_VENV ?= build/hub-venv
+# nbgrader's exchange and course id, for make collect and make release-feedback (the hub's
+# Formgrader service sets NBGRADER_EXCHANGE and COMMLAB_COURSE_ID)
+EXCHANGE ?= $(or $(NBGRADER_EXCHANGE),/srv/nbgrader/exchange)
+COURSE_ID ?= $(or $(COMMLAB_COURSE_ID),commlab)
+COLLECTED ?= collected
 
 .PHONY: setup lab test lint bench bench-rendezvous bench-grade baselines generate validate grade clean
 .PHONY: check course-source student-edition execute formgrader site site-source site-venv
+.PHONY: hub hub-setup collect release-feedback
 
 setup: $(STAMP)
 
@@ -37,12 +46,21 @@ $(STAMP): requirements.txt $(wildcard requirements-dev.txt) pyproject.toml
 	# matplotlib builds its font cache on first import and says so on stderr, which strict
 	# nbval would count against the first cell that draws: build it here, once.
 	$(BIN)/python -c "import matplotlib.font_manager"
+	# Lab's settings for the course: no question about Jupyter's news to every student
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp helpers/jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	touch $(STAMP)
+
+# Jupyter stops as root ("Running as root is not recommended. Use --allow-root to bypass"): as
+# root (a cloud VM, a container's shell) Lab is started with --allow-root, and says so.
+AS_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
 # Students work in $(WORK)/, a copy of notebooks/ that git ignores and the tests never read.
 lab: setup
 	$(BIN)/python helpers/scripts/workspace.py notebooks $(WORK)
-	$(BIN)/jupyter lab --notebook-dir=$(WORK) $(LAB_FLAGS)
+	@if [ -n "$(AS_ROOT)" ]; then echo "make lab: you are root, so JupyterLab starts with \
+	--allow-root (everything your notebooks run, runs as root)"; fi
+	$(BIN)/jupyter lab --notebook-dir=$(WORK) $(AS_ROOT) $(LAB_FLAGS)
 
 check: setup
 	@$(BIN)/python helpers/scripts/check_notebook.py $(WORK) "$(CHAPTER)"
@@ -113,12 +131,44 @@ validate: setup
 # nbgrader's Formgrader on what `make grade` recorded in grader/gradebook.db (README, "Reviewing
 # grades in Formgrader"): JupyterLab in the course's root, with the course's nbgrader_config.py.
 formgrader: setup
-	JUPYTER_CONFIG_PATH="$(CURDIR)/grader" $(BIN)/jupyter lab --notebook-dir="$(CURDIR)" $(LAB_FLAGS)
+	JUPYTER_CONFIG_PATH="$(CURDIR)/grader" $(BIN)/jupyter lab --notebook-dir="$(CURDIR)" \
+		$(AS_ROOT) $(LAB_FLAGS)
 
 grade: setup
 	@test -n "$(SUBMISSIONS)" -a -n "$(OUT)" || \
 		{ echo "usage: make grade SUBMISSIONS=<folder or zip> OUT=<folder>"; exit 2; }
 	$(BIN)/python -m grader grade "$(SUBMISSIONS)" "$(OUT)" $(GRADE_FLAGS)
 
+# The hub's environment: hub/requirements.txt's pins, and hub/package-lock.json's proxy (npm ci,
+# Node.js 18 or newer).
+hub-setup: $(HUB_VENV)/.installed
+
+$(HUB_VENV)/.installed: hub/requirements.txt hub/package.json hub/package-lock.json
+	@command -v npm >/dev/null || { echo "make hub-setup needs Node.js 18 or newer and npm \
+	(Debian: apt install nodejs npm) for the hub's proxy"; exit 2; }
+	$(PYTHON) -m venv $(HUB_VENV)
+	$(HUB_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-r hub/requirements.txt
+	mkdir -p $(HUB_VENV)/proxy
+	cp hub/package.json hub/package-lock.json $(HUB_VENV)/proxy/
+	npm ci --prefix $(HUB_VENV)/proxy --no-audit --no-fund --loglevel=error
+	touch $@
+
+# The hub, in the foreground (HUB_* settings: hub/jupyterhub_config.py). Formgrader runs from the
+# course's .venv, as a service of the hub.
+hub: setup hub-setup
+	HUB_COURSE="$(CURDIR)" $(HUB_VENV)/bin/jupyterhub -f hub/jupyterhub_config.py
+
+# What the exchange received, copied into $(COLLECTED)/ (new submissions only); then
+# make grade SUBMISSIONS=$(COLLECTED) OUT=grades GRADE_FLAGS="--roster roster.txt --due ..."
+collect: setup
+	$(BIN)/python -m grader collect $(COLLECTED) --exchange $(EXCHANGE) --course $(COURSE_ID)
+
+# The feedback pages of OUT back to the students who handed them in through the exchange.
+release-feedback: setup
+	@test -n "$(OUT)" || { echo "usage: make release-feedback OUT=<the folder make grade wrote>"; \
+		exit 2; }
+	$(BIN)/python -m grader release-feedback $(OUT) --exchange $(EXCHANGE) --course $(COURSE_ID)
+
 clean:
-	rm -rf $(VENV) helpers/*.egg-info $(SITE_VENV) $(SITE_OUT)
+	rm -rf $(VENV) helpers/*.egg-info $(SITE_VENV) $(SITE_OUT) $(HUB_VENV)

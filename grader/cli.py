@@ -3,10 +3,12 @@
     python -m grader grade SUBMISSIONS OUT [--jobs N] [--limit S] [--cell-timeout S]
                                            [--no-sandbox] [--keep] [--shard K/N]
                                            [--fresh-outputs]
-                                           [--lms {auto,canvas,moodle,blackboard,folders}]
-                                           [--roster FILE]
+                                           [--lms {auto,exchange,canvas,moodle,blackboard,folders}]
+                                           [--roster FILE] [--due TIME] [--take on-time|newest]
     python -m grader merge OUT SHARD_OUT... [--partial]   # combine the outputs of --shard runs
     python -m grader export --lms {canvas,moodle,blackboard} OUT [--missing empty|zero]
+    python -m grader collect DEST [--exchange DIR] [--course ID]   # nbgrader's inbound -> DEST
+    python -m grader release-feedback OUT [--exchange DIR] [--course ID]  # pages -> students
     python -m grader generate [CHAPTER...]    # solutions/ -> notebooks/
     python -m grader validate [CHAPTER...]    # solutions pass every test, stubs pass none
 """
@@ -103,9 +105,17 @@ def _grade_parser(verbs) -> None:
     grade.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N",
                        help="grade only the K-th of N slices (then `merge` the N outputs)")
     grade.add_argument("--lms", default="auto",
-                       choices=["auto", "canvas", "moodle", "blackboard", "folders"])
+                       choices=["auto", "exchange", "canvas", "moodle", "blackboard", "folders"])
     grade.add_argument("--roster", type=Path, help="students, one a line: those without a "
-                       "submission get `missing`")
+                       "submission get `missing`; those not on it are named")
+    grade.add_argument("--due", metavar="TIME",
+                       help="the due date of every chapter graded (ISO 8601 with its time zone, "
+                            "2026-12-01T23:59:00+01:00): submissions through nbgrader's exchange "
+                            "handed in later are marked late (default: grader/course.toml's "
+                            "[due])")
+    grade.add_argument("--take", choices=["on-time", "newest"], default="on-time",
+                       help="of a student's submissions of a chapter through the exchange: "
+                            "the newest on time (default), or the newest")
     grade.add_argument("--gradebook", type=Path, default=course.INSTRUCTOR_DB,
                        help="the instructor's gradebook (default grader/gradebook.db)")
 
@@ -133,7 +143,57 @@ def _parser() -> argparse.ArgumentParser:
     for verb in ("generate", "validate"):
         sub = verbs.add_parser(verb)
         sub.add_argument("chapters", nargs="*", help="chapter names (default: all)")
+    for verb, what in (("collect", "copy what nbgrader's exchange received into DEST"),
+                       ("release-feedback", "the feedback pages of OUT back through nbgrader's "
+                                            "exchange, each to the student who handed it in")):
+        sub = verbs.add_parser(verb, help=what)
+        sub.add_argument("folder", type=Path, metavar="DEST" if verb == "collect" else "OUT")
+        sub.add_argument("--exchange", type=Path,
+                         default=Path(os.environ.get("NBGRADER_EXCHANGE",
+                                                     "/srv/nbgrader/exchange")),
+                         help="the exchange's folder (default: $NBGRADER_EXCHANGE, else "
+                              "/srv/nbgrader/exchange)")
+        sub.add_argument("--course", default=os.environ.get("COMMLAB_COURSE_ID", "commlab"),
+                         help="nbgrader's course id (default: $COMMLAB_COURSE_ID, else commlab)")
     return parser
+
+
+def collect_submissions(args) -> int:
+    from .intake import IntakeError
+    from .intake.exchange import copy_inbound
+
+    try:
+        copied, kept = copy_inbound(args.exchange, args.course, args.folder)
+    except IntakeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.folder}: {copied} new submission{'s' if copied != 1 else ''} from "
+          f"{args.exchange / args.course / 'inbound'}, {kept} already there; grade them with "
+          f"make grade SUBMISSIONS={args.folder} OUT=...")
+    return 0
+
+
+def release_feedback(args) -> int:
+    from .trusted.exchange_feedback import ReleaseError, release
+
+    if not (args.folder / "results.json").exists():
+        print(f"error: {args.folder} holds no results.json: give the OUT of `make grade`",
+              file=sys.stderr)
+        return 2
+    course.use_nbgrader_environment()
+    try:
+        done = release(args.folder, args.exchange, args.course)
+    except ReleaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for line in done.not_released:
+        print(f"not released: {line}", file=sys.stderr)
+    students = len({student for student, _ in done.pages})
+    print(f"released {len(done.pages)} feedback page{'s' if len(done.pages) != 1 else ''} "
+          f"to {students} student{'s' if students != 1 else ''} through "
+          f"{args.exchange / args.course / 'feedback'}: each fetches her own in the "
+          "Assignments panel (Fetch Feedback)")
+    return 0
 
 
 def grade(args) -> int:
@@ -159,7 +219,8 @@ def grade(args) -> int:
     settings = Settings(jobs=args.jobs or default_jobs(), limit=args.limit,
                         cell_timeout=args.cell_timeout, sandbox=use_sandbox,
                         db=args.gradebook, keep=args.keep, shard=args.shard, lms=args.lms,
-                        roster=args.roster, on_done=done, fresh_outputs=args.fresh_outputs)
+                        roster=args.roster, on_done=done, fresh_outputs=args.fresh_outputs,
+                        due=args.due, take=args.take)
     try:
         batch = grade_class(args.submissions, args.out, settings)
     except (IntakeError, NotWritable) as exc:
@@ -169,6 +230,10 @@ def grade(args) -> int:
         bar.close()
     for skipped in batch.skipped:
         print(f"skipped {skipped.name}: {skipped.why}", file=sys.stderr)
+    if batch.unlisted:
+        from .intake.downloads import unlisted_warning
+
+        print(f"warning: {unlisted_warning(batch.unlisted)}", file=sys.stderr)
     code = _summary(batch.outcomes, args.out, batch.gradebook_error)
     if batch.kernel_error:
         print(f"error: {batch.kernel_error}", file=sys.stderr)
@@ -180,8 +245,10 @@ def _summary(outcomes, out: Path, gradebook_error: str | None) -> int:
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.status.value] = counts.get(o.status.value, 0) + 1
+    late = sum(1 for o in outcomes if o.late)
     print(f"graded {len(outcomes)} submissions: "
           + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+          + (f" ({late} handed in late)" if late else "")
           + f"; see {out / 'grades.csv'}")
     if gradebook_error:
         print(f"error: {gradebook_error}", file=sys.stderr)
@@ -345,4 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         return merge(args)
     if args.verb == "export":
         return export_grades(args)
+    if args.verb == "collect":
+        return collect_submissions(args)
+    if args.verb == "release-feedback":
+        return release_feedback(args)
     return generate_or_validate(args)

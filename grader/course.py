@@ -17,6 +17,8 @@ ROOT = GRADER.parent
 SOLUTIONS = ROOT / "solutions"
 NOTEBOOKS = ROOT / "notebooks"
 INSTRUCTOR_DB = GRADER / "gradebook.db"
+# The course's own settings for grading (the chapters' due dates)
+COURSE_CONFIG = GRADER / "course.toml"
 
 # Seconds one cell may run before it is interrupted. Every commlab run in a test cell stops
 # within commlab.checks.GRADING_TIMEOUT (8 s), so a hung cell is cut by commlab first; this is

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from support.chromium import browser  # noqa: F401  (a module fixture)
-from support.containers import SIZES, STEPS
-from support.image_fixtures import course_images  # noqa: F401  (a session fixture)
+from support.containers import MEASURED, SIZES, STEPS
+from support.image_fixtures import course_images, hub_image  # noqa: F401  (session fixtures)
 from support.kernel import Kernel
 
 
@@ -32,3 +32,5 @@ def pytest_terminal_summary(terminalreporter):
     write(f"{sum(s for _, s in STEPS):8.1f} s  in all")
     for image, size in SIZES.items():
         write(f"{size / 1e9:8.2f} GB  {image}")
+    for name, value in MEASURED.items():
+        write(f"{value:8.1f}     {name}")

@@ -64,7 +64,7 @@ def _output(out, student: str, tests_only: bool = False) -> str:
 def test_grades_csv_keeps_its_columns_with_the_notes_last(graded_class):
     _, _, rows, _, _, _ = graded_class
     assert list(next(iter(rows.values()))) == ["student", "chapter", "score", "max_score",
-                                               "status", "notes"]
+                                               "status", "submitted", "late", "notes"]
     assert {row["max_score"] for row in rows.values()} == {"2"}
 
 

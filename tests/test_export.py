@@ -145,3 +145,33 @@ def test_blackboard_upload_file_quotes_every_field_and_matches_by_username(tmp_p
 def test_export_needs_a_graded_out(tmp_path, capsys):
     assert cli.main(["export", "--lms", "canvas", str(tmp_path)]) == 2
     assert "holds no results.json" in capsys.readouterr().err
+
+
+def test_late_submissions_reach_moodle_as_feedback_and_are_named_for_the_others(tmp_path,
+                                                                               capsys):
+    """What each LMS's file can carry of a late mark (a submission through nbgrader's exchange
+    after its due date): Moodle a feedback column to map at import, Canvas and Blackboard
+    nothing, so each late row is named."""
+    said = "late: handed in 2026-12-02 01:00:00 UTC, 1 h 1 min after the due date"
+    outcomes = [Outcome("jdoe2", CHAPTER, 4.0, 4.0, Status.GRADED, late=True, intake=[said]),
+                Outcome("awong", CHAPTER, 2.0, 4.0, Status.GRADED, late=False),
+                Outcome("jdoe2", "02_scatter", 4.0, 4.0, Status.GRADED, late=False)]
+    students = {"jdoe2": {"username": "jdoe2", "full name": "Jane Doe"},
+                "awong": {"username": "awong", "full name": "Amy Wong"}}
+    gradebook.write_sheets(tmp_path / "out", outcomes, [], students=students)
+    assert cli.main(["export", "--lms", "moodle", str(tmp_path / "out")]) == 0
+    rows = _rows(tmp_path / "out" / "moodle-grades.csv")
+    assert rows[0][-3:] == [CHAPTER, "02_scatter", f"{CHAPTER} (feedback)"]
+    assert sorted([row[3], *row[-3:]] for row in rows[1:]) == [["awong", "2", "", ""],
+                                                               ["jdoe2", "4", "4", said]]
+    capsys.readouterr()
+    for lms in ("canvas", "blackboard"):
+        assert cli.main(["export", "--lms", lms, str(tmp_path / "out")]) == 0
+        err = capsys.readouterr().err
+        assert f"jdoe2: {CHAPTER} was {said}; the {lms.title()} file carries the score only" \
+            in err
+        assert "awong: " + CHAPTER not in err
+    with open(tmp_path / "out" / "grades.csv") as sheet:
+        rows = {r["student"] + r["chapter"]: r for r in csv.DictReader(sheet)}
+    assert (rows["jdoe2" + CHAPTER]["late"], rows["jdoe2" + CHAPTER]["notes"]) == ("late", said)
+    assert rows["awong" + CHAPTER]["late"] == "on time"

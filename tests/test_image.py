@@ -11,12 +11,14 @@ sizes are printed at the end of the session (pytest's summary).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import re
 import shutil
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -25,7 +27,7 @@ import nbformat
 import pytest
 
 from support import class_factory
-from support.containers import ROOT, LabContainer, expand, run_argv, step
+from support.containers import ROOT, LabContainer, expand, free_port, run_argv, step
 
 pytestmark = pytest.mark.image
 
@@ -125,7 +127,7 @@ def test_edited_notebook_survives_a_new_container(student_lab, course_images):
 def test_make_check_runs_inside(student_lab):
     lab = student_lab["lab"]
     with step("make check CHAPTER=01_broadcast inside"):
-        done = lab.exec("make", "check", f"CHAPTER={CHAPTER}")
+        done = lab.exec("make", "-C", "/opt/course", "check", f"CHAPTER={CHAPTER}")
     said = done.stdout + done.stderr
     assert done.returncode == 2, said  # make's status for a check that did not pass
     assert "FAIL  01-my-broadcast-test" in said, said
@@ -160,22 +162,24 @@ def test_student_image_holds_one_torch_and_no_instructor_files(course_images):
     script = ("find / -xdev -name 'torch-*.dist-info' -type d; "
               "python -c 'import torch; print(\"version\", torch.__version__)'; "
               "cat /opt/venv/etc/jupyter/labconfig/page_config.json; "
-              "ls -A /home/student/course; "
-              "grep -rl 'BEGIN HIDDEN TESTS\\|BEGIN SOLUTION' /home/student /opt/venv/etc "
-              "|| echo no-secrets")
+              "ls -A /opt/course; "
+              "grep -rl 'BEGIN HIDDEN TESTS\\|BEGIN SOLUTION' /opt/course /home/jovyan "
+              "/opt/venv/etc || echo no-secrets")
     done = engine.run("run", "--rm", "--network", "none", "--entrypoint", "sh",
                       course_images.student, "-c", script)
     lines = done.stdout.splitlines()
     assert len([line for line in lines if line.endswith(".dist-info")]) == 1, done.stdout
     page_config = json.loads(done.stdout[done.stdout.index("{"):done.stdout.rindex("}") + 1])
     instructor_panels = {f"@jupyter/nbgrader:{plugin}" for plugin in
-                         ("formgrader", "create-assignment", "course-list", "assignment-list")}
+                         ("formgrader", "create-assignment", "course-list")}
     assert set(page_config["lockedExtensions"]) == instructor_panels
-    assert set(page_config["disabledExtensions"]) == instructor_panels
+    # the Assignments panel too, but for a hub's server with nbgrader's exchange (test_hub.py)
+    assert set(page_config["disabledExtensions"]) == \
+        instructor_panels | {"@jupyter/nbgrader:assignment-list"}
     assert "version 2.13.0" in done.stdout.replace("version 2.13.0+", "version 2.13.0 ")
     course = set(lines)
     assert not {"solutions", "grader", "tests", "requirements-dev.txt"} & course, done.stdout
-    assert {"notebooks", "helpers", "Makefile", "work"} <= course, done.stdout
+    assert {"notebooks", "helpers", "Makefile"} <= course, done.stdout
     assert lines[-1] == "no-secrets", done.stdout
 
 
@@ -233,10 +237,10 @@ def other_user_instructor(course_images):
 def test_image_user_script_handles_ids_the_base_has_and_lacks(course_images):
     """helpers/scripts/image_user.sh, as the Dockerfile runs it, in the bare base image."""
     script = ROOT / "helpers" / "scripts" / "image_user.sh"
-    expected = {"1500 1500": "uid=1500(student) gid=1500(student)",
-                "501 20": "uid=501(student) gid=20(dialout)",
-                "1000 100": "uid=1000(student) gid=100(users)",
-                "2 2": "uid=2(bin) gid=2(bin)",  # an id of the base: student shares it
+    expected = {"1500 1500": "uid=1500(jovyan) gid=1500(jovyan)",
+                "501 20": "uid=501(jovyan) gid=20(dialout)",
+                "1000 100": "uid=1000(jovyan) gid=100(users)",
+                "2 2": "uid=2(bin) gid=2(bin)",  # an id of the base: jovyan shares it
                 "0 0": "root: allow_root"}
     for ids, wanted in expected.items():
         done = course_images.engine.run(
@@ -244,7 +248,7 @@ def test_image_user_script_handles_ids_the_base_has_and_lacks(course_images):
             course_images.base, "sh", "-c",
             f"sh /image_user.sh {ids} >/dev/null && "
             "if [ -f /etc/jupyter/jupyter_server_config.json ]; then echo root: allow_root; "
-            "else id student; fi && stat -c '%u:%g' /home/student/course/work")
+            "else id jovyan; fi && stat -c '%u:%g' /home/jovyan/work")
         assert wanted in done.stdout, (ids, done.stdout, done.stderr)
         assert done.stdout.split()[-1] == ids.replace(" ", ":"), (ids, done.stdout)
     refused = course_images.engine.run(
@@ -268,3 +272,113 @@ def test_readme_lines_expand_as_a_shell_would(tmp_path):
     """The test runs the README's lines through bash's own expansion."""
     words = expand('docker build --build-arg UID="$(id -u)" -t x .', tmp_path, (1500, 20))
     assert words == ["build", "--build-arg", "UID=1500", "-t", "x", "."]
+
+
+# --- the image as a JupyterHub's spawner starts it ----------------------------------------------
+
+class _HubAPI:
+    """What jupyterhub-singleuser asks of its hub while it starts (the API's version): a
+    stand-in on this machine's loopback, which the container reaches as 10.0.2.2 (slirp4netns),
+    or on Docker's bridge."""
+
+    def __init__(self, version: str):
+        import http.server
+        import threading
+
+        class Answer(http.server.BaseHTTPRequestHandler):
+            def _json(self, status: int = 200) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("X-JupyterHub-Version", version)
+                self.end_headers()
+                self.wfile.write(json.dumps({"version": version}).encode())
+
+            def do_GET(self):  # noqa: N802 - http.server's name
+                self._json()
+
+            def do_POST(self):  # noqa: N802 - activity reports
+                self._json()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _hub_pin() -> str:
+    return next(line.split("==")[1] for line in (ROOT / "requirements.txt").read_text()
+                .splitlines() if line.startswith("jupyterhub=="))
+
+
+@pytest.fixture(scope="module")
+def spawned(hub_image, tmp_path_factory):
+    """The hub image started as DockerSpawner starts it: the hub's environment, its own user
+    (uid 1000), an empty volume on the home, /dev/shm of Docker's default size; its logs."""
+    engine = hub_image.engine
+    home = tmp_path_factory.mktemp("hub-home")
+    os.chown(home, 1000, 100)  # an empty volume, writable by the hub's user (fsGid 100)
+    api = _HubAPI(_hub_pin())
+    port = free_port()
+    name = f"commlab-spawned-{os.getpid()}"
+    hub_url = f"http://10.0.2.2:{api.port}/hub/api"
+    env = {"JUPYTERHUB_API_TOKEN": "not-a-real-token", "JUPYTERHUB_API_URL": hub_url,
+           "JUPYTERHUB_CLIENT_ID": "jupyterhub-user-alice", "JUPYTERHUB_USER": "alice",
+           "JUPYTERHUB_BASE_URL": "/", "JUPYTERHUB_SERVICE_PREFIX": "/user/alice/",
+           "JUPYTERHUB_SERVICE_URL": "http://0.0.0.0:8888/user/alice/",
+           "JUPYTERHUB_OAUTH_CALLBACK_URL": "/user/alice/oauth_callback",
+           "JUPYTERHUB_HOST": "", "NBGRADER_EXCHANGE": "/srv/nbgrader/exchange"}
+    network = ["--network", "slirp4netns:allow_host_loopback=true"] \
+        if engine.name == "podman" else []
+    try:
+        with step("hub image: started as a spawner would, until its server answers"):
+            engine.run("run", "-d", "--name", name, *network, "-p", f"127.0.0.1:{port}:8888",
+                       "-v", f"{home}:/home/jovyan",
+                       *[f"-e{k}={v}" for k, v in env.items()], hub_image.hub)
+            deadline = time.monotonic() + 120
+            status = 0
+            while time.monotonic() < deadline and status != 200:
+                # the port is forwarded before the server listens: resets until then
+                with contextlib.suppress(OSError):
+                    status = _get(f"http://127.0.0.1:{port}/user/alice/api")[0]
+                time.sleep(0.5)
+        logs = engine.run("logs", name, check=False)
+        yield {"port": port, "home": home, "name": name, "engine": engine,
+               "logs": logs.stdout + logs.stderr}
+    finally:
+        engine.run("rm", "--force", name, check=False)
+        api.stop()
+
+
+def test_hub_image_serves_lab_with_jupyterhub_singleuser(spawned):
+    port, logs = spawned["port"], spawned["logs"]
+    assert "jupyterhub-singleuser on /home/jovyan/work" in logs, logs[-3000:]
+    assert "JupyterHubSingleUser" in logs and f"version {_hub_pin()}" in logs, logs[-3000:]
+    assert "nbgrader.server_extensions.assignment_list | extension was successfully loaded" \
+        in logs, logs[-3000:]
+    assert "ERROR" not in logs and "Traceback" not in logs, logs[-3000:]
+    # /dev/shm of Docker's default size: the start says what to do
+    # (64 MB: Docker's 65536 KiB, podman's 64000 KiB)
+    assert re.search(r"/dev/shm holds 6[0-9] MB", logs) and "--shm-size=1g" in logs, logs[-3000:]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/user/alice/api", timeout=30) as answer:
+        assert "version" in json.loads(answer.read())
+    # Lab itself only after the hub's login (OAuth)
+    status, location = _get(f"http://127.0.0.1:{port}/user/alice/lab")
+    assert status == 302 and "/hub/api/oauth2/authorize" in location, (status, location)
+
+
+def test_hub_image_fills_the_empty_home_as_jovyan(spawned):
+    work = spawned["home"] / "work"
+    assert sorted(p.name for p in work.iterdir() if p.is_dir()) == CHAPTERS
+    assert _owners(work) == {(1000, 100)}
+    engine, name = spawned["engine"], spawned["name"]
+    who = engine.run("exec", name, "sh", "-c", "id -un; id -u; python -c 'from nbgrader.utils "
+                     "import get_username; print(get_username())'; jupyterhub-singleuser "
+                     "--version").stdout.split()
+    # every student is jovyan, uid 1000; nbgrader files her work under her hub login
+    assert who == ["jovyan", "1000", "alice", _hub_pin()], who

@@ -105,7 +105,10 @@ def test_dockerfile_installs_one_torch_through_the_shared_install_script():
     assert bases[0].startswith("${PYTHON_IMAGE}")
     runs = [_without_mounts(args) for _, ins, args in instructions if ins == "RUN"]
     installs = [run for run in runs if re.search(r"pip|conda|torch|install_requirements", run)]
-    assert installs == ['TORCH="${TORCH}" TORCH_INDEX="${TORCH_INDEX}" sh install_requirements.sh']
+    assert installs == ['TORCH="${TORCH}" TORCH_INDEX="${TORCH_INDEX}" sh install_requirements.sh',
+                        # a hub of another version: its jupyterhub-singleuser, and nothing else
+                        'if [ -n "${JUPYTERHUB}" ]; then sh install_requirements.sh '
+                        '"jupyterhub==${JUPYTERHUB}"; fi']
 
 
 def _without_mounts(run: str) -> str:
@@ -118,7 +121,8 @@ def test_every_step_that_installs_gets_the_pip_secrets_and_torch_index():
     assert ("ARG", 'TORCH_INDEX=""') in runtime
     installing = [args for _, ins, args in _dockerfile() if ins == "RUN"
                   and re.search(r"install_requirements|make setup", args)]
-    assert len(installing) == 3  # the environment, the instructor's and the student's setup
+    # the environment, the hub's version of jupyterhub, the instructor's and the student's setup
+    assert len(installing) == 4
     for run in installing:
         assert "--mount=type=secret,id=pip_conf" in run, run
         assert "--mount=type=secret,id=ca_bundle" in run, run
@@ -137,7 +141,8 @@ def test_dockerfile_puts_the_venv_outside_the_course_folder_and_first_on_path():
 
 def test_dockerfile_runs_as_the_uid_and_gid_given_at_build_time():
     runtime = _stage("runtime")
-    assert ("ARG", "UID=1000") in runtime and ("ARG", "GID=1000") in runtime
+    # by default a JupyterHub's: jovyan, uid 1000, group 100 (users)
+    assert ("ARG", "UID=1000") in runtime and ("ARG", "GID=100") in runtime
     assert ("RUN", 'sh image_user.sh "${UID}" "${GID}"') in runtime
     for target in ("student", "instructor"):
         users = [args for ins, args in _stage(target) if ins == "USER"]
@@ -147,16 +152,22 @@ def test_dockerfile_runs_as_the_uid_and_gid_given_at_build_time():
 def test_image_starts_lab_under_tini_on_the_published_port():
     runtime = dict(_stage("runtime"))
     assert runtime["ENTRYPOINT"].startswith('["tini"')
-    assert runtime["CMD"] == '["make", "lab"]'
     assert "--ip=0.0.0.0 --port=8888" in runtime["ENV"].split("LAB_FLAGS=")[1]
     assert runtime["EXPOSE"] == "8888"
+    # the student's: the work folder filled, then Lab (or a hub's server) on it
+    student = dict(_stage("student"))
+    assert student["ENTRYPOINT"] == ('["tini", "-g", "--", "sh", '
+                                     '"/opt/course/helpers/scripts/image_start.sh"]')
+    assert student["CMD"] == '["lab"]'
+    assert dict(_stage("instructor"))["CMD"] == '["make", "lab"]'
 
 
 def test_student_target_is_the_default_and_holds_only_the_student_edition():
     instructions = _dockerfile()
     assert instructions[-1][0] == "student"  # the last stage: what `docker build .` gives
     copies = [args for ins, args in _stage("student") if ins == "COPY"]
-    assert copies == ["--from=edition --chown=${UID}:${GID} /tmp/edition ."]
+    # outside the home a hub mounts each student's volume over, and read-only for her
+    assert copies == ["--from=edition /tmp/edition /opt/course"]
     edition_runs = [args for ins, args in _stage("edition") if ins == "RUN"]
     assert edition_runs == ["make -C /tmp/course student-edition DEST=/tmp/edition"]
 
@@ -183,3 +194,25 @@ def test_readme_docker_run_keeps_the_work_folder_on_the_host_and_sets_shared_mem
     for line in student_runs:
         assert re.search(rf'-v "?\$PWD/[\w-]+:{re.escape(work)}"? ', line), line
         assert "--shm-size=" in line, line
+
+
+def test_the_image_and_the_hub_pin_one_jupyterhub_and_the_proxy_is_pinned():
+    """jupyterhub-singleuser (the image, Formgrader's service) and the hub must share major and
+    minor versions; the hub's proxy comes from npm at one version, its lock file with it."""
+    import json
+
+    image = _pins()["jupyterhub"]
+    hub = {}
+    for line in (ROOT / "hub" / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            assert version, f"hub/requirements.txt must pin exact versions: {line!r}"
+            hub[name.lower()] = version
+    assert hub["jupyterhub"] == image
+    assert {"dockerspawner", "jupyterhub-idle-culler"} <= set(hub)
+    package = json.loads((ROOT / "hub" / "package.json").read_text())
+    proxy = package["dependencies"]["configurable-http-proxy"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", proxy), proxy
+    lock = json.loads((ROOT / "hub" / "package-lock.json").read_text())
+    assert lock["packages"]["node_modules/configurable-http-proxy"]["version"] == proxy

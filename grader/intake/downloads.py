@@ -8,6 +8,9 @@ class. ``source`` is a folder or a zip; a zip is unpacked under ``scratch`` and 
 Layouts. ``lms="auto"`` reports the one most files follow and reads each file by the naming it
 has; naming a layout reads every file by that one (and ``<student>/<chapter>/`` folders):
 
+- ``exchange``: what nbgrader's exchange received (``<login>+<chapter>+<time>+<random>/``, each
+  student's own folder or not), or what ``nbgrader collect`` made of it; read by
+  :mod:`grader.intake.exchange`, with each submission's time.
 - ``folders``: ``<student>/<chapter>/<chapter>.ipynb`` (any folders above), or a zip of that.
 - ``flat``: ``<student>_..._<chapter>.ipynb``: the student is the text before the first ``_``.
 - ``canvas``: ``<lastfirst>_<userid>_<submissionid>_<file>``, ``<lastfirst>_LATE_<userid>_...`` when
@@ -29,6 +32,8 @@ added (``01_Broadcast (1).ipynb``, ``broadcast_final.ipynb``, ``06.ipynb``); a n
 chapter or several is skipped as "cannot tell which chapter". When several files give one
 student's chapter, the newest wins: Blackboard's attempt timestamp, then Canvas's ``-N``, then
 the file's time (in the zip or the folder); the rest are listed as older attempts or duplicates.
+Where nbgrader wrote each submission's time, the due dates choose (:mod:`grader.intake.deadlines`):
+the newest submission on time, and late ones are marked.
 
 Rosters (``roster=FILE``), matched to the students found by LMS id first, then by name, one row
 to one student (see :func:`grader.intake.roster._match_roster`):
@@ -43,10 +48,12 @@ to one student (see :func:`grader.intake.roster._match_roster`):
   UTF-16, tab-separated ``.xls`` it downloads.
 
 Students of the roster without a submission keep the name the layout would have given them.
+Students who handed in and are on no row of the roster are named in the report and graded.
 """
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import os
 import re
@@ -59,12 +66,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from . import deadlines, exchange
 from .errors import IntakeError
 from .names import _ascii, _key, _person, one_line
 from .names import _digest as _name_digest
 from .roster import _match_roster, _Person, _read_roster
 
-LAYOUTS = ("folders", "canvas", "moodle", "blackboard", "flat")
+LAYOUTS = ("folders", "exchange", "canvas", "moodle", "blackboard", "flat")
 
 CANVAS = re.compile(r"(?P<name>[^_\s/]+)_(?P<late>LATE_)?(?P<id>\d+)_(?P<submission>\d+)_"
                     r"(?P<file>.+)")
@@ -77,6 +85,7 @@ PATTERNS = {
     "moodle": "<Full Name>_<id>_assignsubmission_file_/<file> (Moodle)",
     "blackboard": "<Assignment>_<username>_attempt_<timestamp>_<file> (Blackboard)",
     "folders": "<student>/<chapter>/<chapter>.ipynb",
+    "exchange": "[<login>/]<login>+<chapter>+<time>+<random>/<chapter>.ipynb (nbgrader's exchange)",
     "flat": "<student>_..._<chapter>.ipynb",
 }
 
@@ -87,6 +96,13 @@ class Submission:
     chapter: str
     path: Path
     origin: str  # the file's name as submitted, inside the zip or folder
+    # where nbgrader's exchange recorded it: when it was handed in, against the chapter's due
+    # date, and the folder with its submission_secret.txt (for its feedback)
+    submitted_at: datetime.datetime | None = None
+    due: datetime.datetime | None = None
+    late: bool | None = None  # None: no time or no due date to tell by
+    folder: Path | None = None
+    notes: list[str] = field(default_factory=list)  # which attempt was graded, and why
 
 
 @dataclass
@@ -105,6 +121,8 @@ class Intake:
     # column names: "id", "student", "sis login id", "identifier", "email address", "username",
     # ...), for sending grades back (grader/trusted/export.py)
     identities: dict[str, dict[str, str]] = field(default_factory=dict)
+    # students who handed in and whom no row of the roster names
+    unlisted: list[str] = field(default_factory=list)
 
     def report(self) -> str:
         """What was found and every file that was not used, for the instructor."""
@@ -116,7 +134,17 @@ class Intake:
             absent = [s for s in self.roster if s not in students]
             lines.append(f"{len(absent)} of {len(self.roster)} students on the roster submitted "
                          f"nothing" + (": " + ", ".join(absent) if absent else ""))
+        if self.unlisted:
+            lines.append(unlisted_warning(self.unlisted))
         return "\n".join(lines)
+
+
+def unlisted_warning(students: list[str]) -> str:
+    return (f"{len(students)} student{'s' if len(students) > 1 else ''} not on the roster "
+            f"handed in: {', '.join(students)} (graded; their rows in grades.csv say so). A "
+            "misspelt roster line, a guest, or submissions filed under a wrong name (on a hub, "
+            "the server's user instead of the login: README, \"Teaching a class on a "
+            "JupyterHub\")?")
 
 
 def _printable(name: str) -> str:
@@ -138,6 +166,9 @@ class _Reading:
     names: tuple = ()                 # the names the LMS gives the student, as it wrote them
     who: str = ""                     # the one student ``student`` was made for, for ``_apart``
     identity: dict = field(default_factory=dict)  # what the file's name says of the student
+    at: datetime.datetime | None = None  # when nbgrader recorded it as handed in
+    folder: Path | None = None        # the exchange submission it is part of
+    record: bool = False              # nbgrader's record of a submission: read, not reported
 
 
 @dataclass
@@ -147,11 +178,16 @@ class _Candidate:
     path: Path
     origin: str
     order: tuple
+    at: datetime.datetime | None = None
+    folder: Path | None = None
 
 
 def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "auto",
-            roster: Path | None = None) -> Intake:
-    """Every (student, chapter) notebook in ``source`` once; see the module docstring."""
+            roster: Path | None = None, due: dict[str, datetime.datetime] | None = None,
+            take: str = "on-time") -> Intake:
+    """Every (student, chapter) notebook in ``source`` once; see the module docstring. ``due``:
+    each chapter's due date; ``take``: which of a student's timed submissions to grade
+    (:func:`grader.intake.deadlines.choose`)."""
     if lms != "auto" and lms not in LAYOUTS:
         raise IntakeError(f"unknown LMS layout {lms!r}: use one of auto, {', '.join(LAYOUTS)}")
     members = _read_roster(Path(roster)) if roster is not None else None  # before a long unzip
@@ -172,6 +208,8 @@ def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "aut
             people[reading.student].ids.update((reading.student, *reading.ids))
             people[reading.student].names.update(reading.names)
             people[reading.student].identity.update(reading.identity)
+        if reading and reading.record:
+            continue
         why = _why_unusable(rel, reading, layout)
         chapter = reading.chapter if reading else None
         if not why and chapter is None:
@@ -180,12 +218,15 @@ def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "aut
             skipped.append(Skipped(rel.as_posix(), why))
             continue
         order = (reading.preferred, reading.when, path.stat().st_mtime, _copy_number(rel.name))
-        candidates.append(_Candidate(reading.student, chapter, path, rel.as_posix(), order))
-    submissions = _newest(candidates, skipped)
+        candidates.append(_Candidate(reading.student, chapter, path, rel.as_posix(), order,
+                                     reading.at, reading.folder))
+    submissions = _newest(candidates, skipped, due or {}, take)
     identities = {student: dict(person.identity) for student, person in people.items()}
     students = None if members is None else _match_roster(members, people, layout, identities)
+    unlisted = [] if students is None else \
+        sorted({s.student for s in submissions} - set(students))
     return Intake(submissions, sorted(skipped, key=lambda s: s.name), layout, students,
-                  identities)
+                  identities, unlisted)
 
 
 def _apart(readings: list[_Reading]) -> None:
@@ -315,6 +356,8 @@ def _recognise(files: list[tuple[PurePosixPath, Path]], chapters: list[str]) -> 
         "moodle": lambda rel: any(MOODLE.fullmatch(p) for p in rel.parts),
         "canvas": lambda rel: CANVAS.fullmatch(rel.name),
     }
+    if any(exchange.ENTRY.fullmatch(part) for rel, _ in files for part in rel.parts[:-1]):
+        return "exchange"
     counts = {lms: sum(1 for rel, _ in files if shape(rel)) for lms, shape in shapes.items()}
     best = max(counts, key=counts.get)  # ties: Blackboard, then Moodle (the stricter names)
     if counts[best]:
@@ -380,6 +423,24 @@ def _receipt_name(receipt: Path) -> tuple[str, str] | None:
     return (match[1], match[2]) if match else None
 
 
+def _read_exchange(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading | None:
+    entry = exchange.read(rel, path, chapters)
+    if entry is None:
+        return None
+    reading = _Reading(student=_key(entry.student), chapter=entry.chapter, file=rel.name,
+                       ids=(entry.student,), names=(entry.student,),
+                       who=f"login {entry.student}", folder=entry.folder,
+                       record=rel.name in exchange.RECORDS, why=entry.why,
+                       identity={"username": entry.student})
+    if entry.chapter is not None:
+        reading.preferred = _chapter_of(rel.name, chapters)[0] == entry.chapter
+    stamp = entry.folder / exchange.TIMESTAMP
+    if stamp.is_file() and not reading.record:
+        reading.at = exchange.submitted_at(stamp)
+        reading.when = (reading.at.isoformat(), 0, 0)
+    return reading
+
+
 def _read_folders(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading | None:
     if len(rel.parts) < 3:
         return None
@@ -387,9 +448,16 @@ def _read_folders(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Readi
     if chapter is None:
         return None
     student = rel.parts[-3]
-    return _Reading(student=_key(student), chapter=chapter, file=rel.name,
-                    preferred=_chapter_of(rel.name, chapters)[0] == chapter,
-                    ids=(student,), names=(student,), who=f"folder {student}")
+    reading = _Reading(student=_key(student), chapter=chapter, file=rel.name,
+                       preferred=_chapter_of(rel.name, chapters)[0] == chapter,
+                       ids=(student,), names=(student,), who=f"folder {student}",
+                       record=rel.name in exchange.RECORDS)
+    stamp = exchange.collected_time(path)
+    if stamp is not None and not reading.record:  # nbgrader collect's layout
+        reading.at = exchange.submitted_at(stamp)
+        reading.when = (reading.at.isoformat(), 0, 0)
+        reading.folder = path.parent
+    return reading
 
 
 def _read_flat(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading | None:
@@ -408,6 +476,7 @@ def _read_flat(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading 
 
 
 _READERS = {  # the stricter names first
+    "exchange": (_read_exchange, _read_folders),
     "blackboard": (_read_blackboard, _read_folders),
     "moodle": (_read_moodle, _read_folders),
     "canvas": (_read_canvas, _read_folders),
@@ -475,19 +544,31 @@ def _copy_number(name: str) -> int:
     return int(match[1]) if match else 0
 
 
-def _newest(candidates: list[_Candidate], skipped: list[Skipped]) -> list[Submission]:
+def _newest(candidates: list[_Candidate], skipped: list[Skipped],
+            due: dict[str, datetime.datetime], take: str) -> list[Submission]:
+    """One submission per (student, chapter): by the due date where nbgrader recorded the
+    times (:func:`grader.intake.deadlines.choose`), else the newest by intake's order."""
     groups: dict[tuple[str, str], list[_Candidate]] = defaultdict(list)
     for candidate in candidates:
         groups[(candidate.student, candidate.chapter)].append(candidate)
     chosen = []
     for (student, chapter), group in sorted(groups.items()):
-        winner, *others = sorted(group, key=lambda c: c.order, reverse=True)
-        chosen.append(Submission(student, chapter, winner.path, winner.origin))
-        for other in others:
+        ordered = sorted(group, key=lambda c: c.order, reverse=True)
+        named = [c for c in ordered if c.order[0] == ordered[0].order[0]]  # after the chapter
+        choice = deadlines.choose([c.at for c in named], due.get(chapter), take)
+        winner = named[choice.index]
+        chosen.append(Submission(student, chapter, winner.path, winner.origin, winner.at,
+                                 due.get(chapter), choice.late, winner.folder, choice.notes))
+        for other in ordered:
+            if other is winner:
+                continue
             if _digest(other.path) == _digest(winner.path):
                 why = f"duplicate of {winner.origin}"
             elif other.order[0] < winner.order[0]:
                 why = f"not named after {chapter} (graded: {winner.origin})"
+            elif other.at is not None and winner.at is not None and other.at > winner.at:
+                why = (f"later attempt of {student}/{chapter}, handed in after the due date "
+                       f"(graded: {winner.origin}, on time)")
             else:
                 why = f"older attempt of {student}/{chapter} (graded: {winner.origin})"
             skipped.append(Skipped(other.origin, why))

@@ -26,6 +26,7 @@ from pathlib import Path
 import nbformat
 
 from .. import course, intake
+from ..intake import deadlines
 from ..sandboxed import namespaces
 from . import feedback, gradebook, kernels, scoring_notebook, scratch
 from .execute import Execution, limit_outputs, resources, run_cells, sanitize
@@ -46,6 +47,8 @@ class Settings:
     shard: tuple[int, int] = (1, 1)  # grade the K-th of N slices
     lms: str = "auto"
     roster: Path | None = None
+    due: str | None = None  # one due date for every chapter (else grader/course.toml's [due])
+    take: str = "on-time"  # of a student's timed submissions: the newest on time, or newest
     scratch_parent: Path | None = None  # where the run's scratch folder goes (default TMPDIR)
     on_done: Callable[[Outcome], None] | None = None
     # run each student's notebook again, sandboxed, for fresh outputs on the feedback page
@@ -64,6 +67,7 @@ class Batch:
     gradebook_error: str | None = None
     kernel_error: str | None = None  # a kernel that could not start stopped the batch
     students: dict[str, dict[str, str]] = field(default_factory=dict)  # LMS identities
+    unlisted: list[str] = field(default_factory=list)  # handed in, on no row of the roster
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -142,7 +146,9 @@ class _Run:
         Set ``released`` once the worker may start its next submission (the kernel, or else the
         scorer, is no longer needed)."""
         outcome = Outcome(sub.student, sub.chapter, max_score=self.max_scores[sub.chapter],
-                          submitted=handed_in(sub.path))
+                          submitted=handed_in(sub), timestamped=sub.submitted_at is not None,
+                          due=sub.due and sub.due.strftime(TIMESTAMP), late=sub.late,
+                          intake=list(sub.notes))
         if kernel is not None:
             outcome.phases["kernel start"] = waited
         began = time.perf_counter()
@@ -183,7 +189,7 @@ class _Run:
             notebook = limit_outputs(notebook, self.config, info)
             outcome.feedback = await asyncio.to_thread(feedback.write, notebook, outcome,
                                                        self.out)
-        gradebook.keep_for_formgrader(self.out, outcome, sub.path, notebook)
+        gradebook.keep_for_formgrader(self.out, outcome, sub.path, notebook, sub.folder)
         outcome.phases["feedback"] = time.perf_counter() - began
         if self.settings.keep:
             self.keep(outcome, kernel)
@@ -327,9 +333,12 @@ def grade_class(submissions: Path, out: Path, settings: Settings | None = None) 
             batch.notes.append("graded without the sandbox: student code ran with the "
                                "grader's rights and network access")
         gradebook.quick_scratch_gradebooks(folder)
+        due = deadlines.due_dates(course.chapters(), settings.due, course.COURSE_CONFIG)
         found = intake.collect(submissions, folder / "intake", course.chapters(),
-                               lms=settings.lms, roster=settings.roster)
+                               lms=settings.lms, roster=settings.roster, due=due,
+                               take=settings.take)
         batch.skipped = found.skipped
+        batch.unlisted = found.unlisted
         if not found.submissions:
             raise intake.IntakeError(f"no chapter notebooks found in {submissions}")
         grid = _grid(found)
@@ -352,8 +361,12 @@ def grade_class(submissions: Path, out: Path, settings: Settings | None = None) 
             left = len(todo) - len(batch.outcomes)
             batch.kernel_error = (f"{run.error}\nGraded and written to {out / 'grades.csv'}: "
                                   f"{len(batch.outcomes)} submission(s); not graded: {left}.")
-        batch.outcomes += [Outcome(s, c, max_score=run.max_scores.get(c, 0.0))
+        batch.outcomes += [Outcome(s, c, max_score=run.max_scores.get(c, 0.0),
+                                   due=c in due and due[c].strftime(TIMESTAMP) or None)
                            for s, c in keys if (s, c) not in by_key]
+        for outcome in batch.outcomes:
+            if outcome.student in found.unlisted:
+                outcome.intake.append("not on the roster")
         batch.outcomes.sort(key=lambda o: (o.student, o.chapter))
         batch.students = found.identities
         _finish(batch, out, settings, run, folder,
@@ -368,10 +381,15 @@ def grade_class(submissions: Path, out: Path, settings: Settings | None = None) 
 UNFINISHED = ".grading-unfinished"
 
 
-def handed_in(path: Path) -> str:
-    """When a submission was handed in (its file's time), as nbgrader writes timestamps."""
-    when = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC)
-    return when.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+# nbgrader's way of writing a time (timestamp.txt, the gradebook)
+TIMESTAMP = "%Y-%m-%d %H:%M:%S.%f UTC"
+
+
+def handed_in(sub: intake.Submission) -> str:
+    """When a submission was handed in: nbgrader's record of it, else its file's time."""
+    when = sub.submitted_at or datetime.datetime.fromtimestamp(sub.path.stat().st_mtime,
+                                                               datetime.UTC)
+    return when.strftime(TIMESTAMP)
 
 
 def with_manual_scores(outcomes: list[Outcome], out: Path, notes: list[str],

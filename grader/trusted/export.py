@@ -19,6 +19,16 @@ Students are matched by what the LMS knows of them, as intake kept it (``results
 A student of the roster who handed nothing in gets an empty cell (the LMS leaves the grade
 as it is) or, with ``--missing zero``, a 0.
 
+Late submissions (handed in through nbgrader's exchange after the due date, ``grades.csv``'s
+``late``): the scores are the grader's, with no penalty. What each file can carry of it:
+
+- **Moodle**'s CSV import takes a grade item's feedback from a column: a chapter with a late
+  submission gets a column ``<chapter> (feedback)``, to map to "Feedback for <chapter>" at
+  import, saying when it was handed in; apply the penalty in Moodle.
+- **Canvas**'s gradebook import reads scores only (Canvas tells late from its own submissions),
+  and **Blackboard**'s Work Offline upload reads grades and text columns, none of them tied to a
+  grade: ``export`` names every late row on stderr, to mark or penalize in the LMS by hand.
+
 Names are the students' own on most LMSs, and instructors open these files in a spreadsheet
 before the upload. So every name (and section) is written as :func:`grader.intake.names.display`
 makes it: one line, with a ``'`` before it where a spreadsheet would read it as a formula. The
@@ -138,17 +148,28 @@ def export(out: Path, lms: str, missing: str = "empty",
     chapters = sorted({o.chapter for o in results.outcomes})
     points = {o.chapter: o.max_score for o in results.outcomes}
     scores: dict[str, dict[str, str]] = {}
+    late: dict[str, dict[str, str]] = {}
     for outcome in results.outcomes:
         handed_in = outcome.status != Status.MISSING
         score = f"{outcome.score:g}" if handed_in else ("0" if missing == "zero" else "")
         scores.setdefault(outcome.student, {})[outcome.chapter] = score
+        if outcome.late:
+            said = next((n for n in outcome.intake if n.startswith("late")), "late")
+            late.setdefault(outcome.student, {})[outcome.chapter] = said
     columns, keys, identify = _FORMATS[lms]
     to = to or out / f"{lms}-grades.csv"
     unmatched = []
+    # Moodle: a feedback column for each chapter with a late submission (see above)
+    remarks = sorted({c for row in late.values() for c in row}) if lms == "moodle" else []
+    if lms != "moodle":
+        unmatched += [f"{student}: {chapter} was {said}; the {lms.title()} file carries the "
+                      "score only: mark it late (or apply your penalty) in the LMS"
+                      for student, row in sorted(late.items())
+                      for chapter, said in sorted(row.items())]
     with open(to, "w", newline="", encoding="utf-8") as sheet:
         writer = csv.writer(sheet, quoting=csv.QUOTE_ALL if lms == "blackboard"
                             else csv.QUOTE_MINIMAL)
-        writer.writerow(columns + chapters)
+        writer.writerow(columns + chapters + [f"{c} (feedback)" for c in remarks])
         if lms == "canvas":
             writer.writerow(["Points Possible"] + [""] * (len(columns) - 1)
                             + [f"{points[c]:g}" for c in chapters])
@@ -157,5 +178,6 @@ def export(out: Path, lms: str, missing: str = "empty",
             cells, problems = _written(student, lms, columns, keys, cells)
             unmatched += [problem] if problem else []
             unmatched += problems
-            writer.writerow(cells + [scores[student].get(c, "") for c in chapters])
+            writer.writerow(cells + [scores[student].get(c, "") for c in chapters]
+                            + [display(late.get(student, {}).get(c, "")) for c in remarks])
     return to, unmatched

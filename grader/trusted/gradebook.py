@@ -16,7 +16,8 @@ from .. import course
 from ..intake.names import display
 from .verdict import Outcome, Status
 
-COLUMNS = ["student", "chapter", "score", "max_score", "status", "notes"]
+COLUMNS = ["student", "chapter", "score", "max_score", "status", "submitted", "late",
+           "notes"]
 NUMBERS = {"score", "max_score"}
 
 _scratch_roots: list[str] = []
@@ -160,6 +161,9 @@ def record(outcomes: list[Outcome], db: Path, template: Path, scratch: Path,
     with Gradebook(f"sqlite:///{db}") as gb, warnings.catch_warnings():
         # nbgrader's own add_submission trips a harmless SQLAlchemy autoflush warning
         warnings.simplefilter("ignore")
+        # the due dates, where Formgrader shows them and tells late submissions by
+        for chapter, due in sorted({(o.chapter, o.due) for o in outcomes if o.due}):
+            gb.update_or_create_assignment(chapter, duedate=due)
         for outcome in outcomes:
             if outcome.cells:
                 gb.update_or_create_student(outcome.student, **_names(
@@ -234,9 +238,15 @@ def _timestamp(outcome: Outcome) -> str:
     return outcome.submitted or "1970-01-01 00:00:00 UTC"
 
 
-def keep_for_formgrader(out: Path, outcome: Outcome, submitted: Path, graded) -> None:
+# what nbgrader's exchange keeps beside a submission for its feedback (release-feedback)
+SECRET = "submission_secret.txt"
+
+
+def keep_for_formgrader(out: Path, outcome: Outcome, submitted: Path, graded,
+                        exchange_folder: Path | None = None) -> None:
     """OUT/submitted and OUT/autograded, in nbgrader's own layout: the notebook as handed in,
-    and as graded (the test cells' outputs from the scoring kernel)."""
+    and as graded (the test cells' outputs from the scoring kernel). A submission through
+    nbgrader's exchange keeps its submission_secret.txt beside it, for its feedback."""
     import nbformat
 
     for step, write in ((SUBMITTED, lambda path: shutil.copyfile(submitted, path)),
@@ -245,6 +255,12 @@ def keep_for_formgrader(out: Path, outcome: Outcome, submitted: Path, graded) ->
         folder.mkdir(parents=True, exist_ok=True)
         write(folder / f"{outcome.chapter}.ipynb")
         (folder / "timestamp.txt").write_text(_timestamp(outcome))
+    secret = exchange_folder / SECRET if exchange_folder else None
+    kept = out / SUBMITTED / outcome.student / outcome.chapter / SECRET
+    if secret is not None and secret.is_file():
+        shutil.copyfile(secret, kept)
+    else:
+        kept.unlink(missing_ok=True)
 
 
 def place_for_formgrader(outcomes: list[Outcome], out: Path, folder: Path, db: Path) -> None:

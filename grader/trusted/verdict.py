@@ -43,7 +43,13 @@ class Outcome:
     manual: dict[str, float] = field(default_factory=dict)  # grade_id -> manual score
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase
     feedback: Path | None = None
-    submitted: str | None = None  # when the student handed it in (UTC, ISO 8601)
+    submitted: str | None = None  # when the student handed it in (UTC, nbgrader's format)
+    # whether ``submitted`` is nbgrader's record of it (the exchange's timestamp.txt), not the
+    # file's time
+    timestamped: bool = False
+    due: str | None = None  # the chapter's due date (UTC), where one was given
+    late: bool | None = None  # handed in after it; None: no due date or no time to tell by
+    intake: list[str] = field(default_factory=list)  # which attempt was graded, and why
 
     def row(self) -> dict[str, str]:
         manual = "; ".join(f"manual score {score:g} on {grade_id} (automatic "
@@ -51,7 +57,9 @@ class Outcome:
                            for grade_id, score in sorted(self.manual.items()))
         return {"student": self.student, "chapter": self.chapter, "score": f"{self.score:g}",
                 "max_score": f"{self.max_score:g}", "status": self.status.value,
-                "notes": manual}
+                "submitted": self.submitted if self.timestamped and self.submitted else "",
+                "late": {True: "late", False: "on time", None: ""}[self.late],
+                "notes": "; ".join(filter(None, [*self.intake, manual]))}
 
 
 def max_score(notebook) -> float:

@@ -1,16 +1,18 @@
 #!/bin/sh
-# The Docker image's user: the ids of the host user who builds it (build arguments UID and
-# GID), so that the container can write a mounted host folder and the files there stay the
+# The Docker image's user, jovyan (the name and home every JupyterHub image uses), with the
+# ids of the host user who builds it (build arguments UID and GID; by default 1000 and 100, a
+# hub's), so that the container can write a mounted host folder and the files there stay the
 # host user's. Run by the Dockerfile, as root, after the course's environment is installed.
 #
 #   sh image_user.sh UID GID
 #
-# - a GID the base image already has (20 is macOS's staff and Debian's dialout, 100 users,
+# - a GID the base image already has (100 is users, 20 macOS's staff and Debian's dialout,
 #   0 root) is reused under its own name: the files simply get that group;
-# - a UID the base image already has (a system account) gets the name student beside it;
+# - a UID the base image already has (a system account) gets the name jovyan beside it;
 # - UID 0 (building as root: CI runners, a root shell on a server): the container runs as root,
 #   as its host user does, and Lab is told that this is intended.
-# Everything the course needs lives in /home/student whatever the ids.
+# The user's home is /home/jovyan (a hub mounts each student's volume there) and its work
+# folder /home/jovyan/work, whatever the ids.
 set -eu
 
 usage="give numbers: docker build --build-arg UID=\"\$(id -u)\" --build-arg GID=\"\$(id -g)\" ..."
@@ -27,8 +29,8 @@ done
 
 group=$(getent group "$gid" | cut -d: -f1)
 if [ -z "$group" ]; then
-    groupadd --gid "$gid" student
-    group=student
+    groupadd --gid "$gid" jovyan
+    group=jovyan
 else
     echo "GID $gid is the base image's group '$group': the student's files get that group."
 fi
@@ -37,10 +39,10 @@ if [ "$uid" -eq 0 ]; then
     # Lab refuses to start as root unless told; the student is root here, so say so once.
     mkdir -p /etc/jupyter
     printf '{"ServerApp": {"allow_root": true}}\n' > /etc/jupyter/jupyter_server_config.json
-    install -d -o 0 -g "$gid" /home/student
+    install -d -o 0 -g "$gid" /home/jovyan
     echo "UID 0: the container runs as root, as you build it, so the files it writes in a" \
          "mounted folder stay root's. For an ordinary user give its ids:" \
-         "--build-arg UID=1000 --build-arg GID=1000 (and make the host folder theirs)."
+         "--build-arg UID=1000 --build-arg GID=100 (and make the host folder theirs)."
 else
     existing=$(getent passwd "$uid" | cut -d: -f1)
     if [ -n "$existing" ]; then
@@ -48,7 +50,7 @@ else
     fi
     # -K: no warning for the ids below 1000 that macOS gives (501, ...)
     useradd -K UID_MIN=1 -K UID_MAX=2147483647 --non-unique --create-home \
-        --home-dir /home/student --uid "$uid" --gid "$gid" --shell /bin/bash student
+        --home-dir /home/jovyan --uid "$uid" --gid "$gid" --shell /bin/bash jovyan
 fi
-install -d -o "$uid" -g "$gid" /home/student/course /home/student/course/work
-echo "The image's user: uid $uid, gid $gid ($group), home /home/student."
+install -d -o "$uid" -g "$gid" /home/jovyan/work
+echo "The image's user: uid $uid, gid $gid ($group), home /home/jovyan."

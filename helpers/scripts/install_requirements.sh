@@ -5,6 +5,8 @@
 #
 #   PYTHON=python3.11 VENV=.venv TORCH=cpu sh helpers/scripts/install_requirements.sh   (run where
 #   requirements.txt is)
+#   sh helpers/scripts/install_requirements.sh jupyterhub==5.5.0   (those packages only, into
+#   the environment made before: the image's JUPYTERHUB build argument)
 #
 # PYTHON  the interpreter that creates VENV (3.11 or newer), when VENV does not exist yet
 # VENV    the environment's folder (default .venv)
@@ -66,6 +68,10 @@ fi
 pip_install() {
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
 }
+if [ "$#" -gt 0 ]; then
+    pip_install "$@"
+    exit 0
+fi
 if [ -n "$TORCH" ] || [ -n "${TORCH_INDEX:-}" ]; then
     # torch alone from PyTorch's own index (e.g. the CPU build), without its dependencies, so
     # that a mirror holding torch alone will do; the rest from PyPI, where requirements.txt's

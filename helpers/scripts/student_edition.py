@@ -25,6 +25,8 @@ EDITION = (
     "helpers/scripts/install_requirements.sh",  # make setup
     "helpers/scripts/workspace.py",  # make lab
     "helpers/scripts/check_notebook.py",  # make check
+    "helpers/scripts/image_start.sh",  # the image's start: work folder, Lab or a hub's server
+    "helpers/jupyter",  # Lab's and nbgrader's settings for a student's server
     "helpers/commlab",  # the course's helper package
     "notebooks",  # the chapters with exercises to fill in (nbgrader's release)
 )

@@ -20,8 +20,8 @@ says, for tests/test_image.py and tests/test_browser.py.
 - **Commands**: the README's own lines (``readme_commands``), expanded by bash as a user's shell
   would, with the few changes a test needs said in ``run_argv`` and ``build_argv``.
 
-``STEPS`` records each step's seconds and ``SIZES`` the images' sizes; conftest prints both at
-the end of the session.
+``STEPS`` records each step's seconds, ``SIZES`` the images' sizes and ``MEASURED`` a hub
+server's memory and CPU (tests/test_hub.py); conftest prints them at the end of the session.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ STAND_IN_DAYS = 7
 
 STEPS: list[tuple[str, float]] = []
 SIZES: dict[str, int] = {}
+MEASURED: dict[str, float] = {}  # a student's server on the hub, while a chapter runs
 
 
 @contextlib.contextmanager
@@ -382,14 +383,17 @@ class PipForBuild:
 
 def readme_commands() -> dict[str, str]:
     """The README's container commands, continuation lines joined: ``build`` and ``run`` (the
-    student's), ``instructor build`` and ``grade`` (the instructor's)."""
+    student's), ``instructor build`` and ``grade`` (the instructor's), ``hub build`` (the image a
+    class's JupyterHub starts)."""
     text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
     lines = [line.strip() for block in blocks
              for line in re.sub(r"\\\n\s*", "", block).splitlines()]
     found: dict[str, str] = {}
     for line in lines:
-        if line.startswith("docker build") and "--target instructor" in line:
+        if line.startswith("docker build") and "commlab-hub" in line:
+            found.setdefault("hub build", line)
+        elif line.startswith("docker build") and "--target instructor" in line:
             found.setdefault("instructor build", line)
         elif line.startswith("docker build") and "--target" not in line and "--secret" not in line:
             found.setdefault("build", line)
@@ -397,7 +401,7 @@ def readme_commands() -> dict[str, str]:
             found.setdefault("grade", line)
         elif line.startswith("docker run") and "commlab-course" in line:
             found.setdefault("run", line)
-    missing = {"build", "run", "instructor build", "grade"} - set(found)
+    missing = {"build", "run", "instructor build", "grade", "hub build"} - set(found)
     assert not missing, f"the README shows no docker command for: {', '.join(sorted(missing))}"
     return found
 
@@ -406,7 +410,7 @@ def expand(command: str, cwd: Path, ids: tuple[int, int] | None = None) -> list[
     """``command`` (a README line, ``docker`` first) as bash would pass it on: quotes,
     ``$PWD`` and ``$(id -u)`` expanded in ``cwd``. ``ids``: what ``id -u``/``id -g`` answer, as
     for a host user with those ids."""
-    words = shlex.split(command)
+    words = shlex.split(command, comments=True)
     assert words[0] == "docker", command
     env = dict(os.environ)
     with tempfile.TemporaryDirectory() as fake:

@@ -1,5 +1,7 @@
-"""The course's two images, built once per test session with the README's commands and shared
-by tests/test_image.py and tests/test_browser.py (conftest imports the fixture)."""
+"""The course's images, built once per test session with the README's commands and shared by
+tests/test_image.py, tests/test_browser.py and tests/test_hub.py (conftest imports the
+fixtures): the student's and the instructor's, built as the host user, and the image a class's
+JupyterHub starts, built with the default ids (uid 1000, jovyan)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class CourseImages:
     about: list[str]  # how they were built, for failure messages
     student: str = "commlab-course"
     instructor: str = "commlab-instructor"
+    hub: str = "commlab-hub"
 
     def build(self, which: str, ids: tuple[int, int] | None = None,
               rename: dict[str, str] | None = None, label: str = "") -> None:
@@ -68,3 +71,12 @@ def _official() -> str:
     from support.containers import _reference, dockerfile_base
 
     return _reference(dockerfile_base())
+
+
+@pytest.fixture(scope="session")
+def hub_image(course_images) -> CourseImages:
+    """The README's hub build line: the student target with the default ids, which shares every
+    layer up to the user with the images above."""
+    course_images.build("hub build")
+    SIZES[course_images.hub] = course_images.engine.size(course_images.hub)
+    return course_images

@@ -1,0 +1,77 @@
+"""hub/values.yaml, the course's part of a Zero to JupyterHub configuration, against the chart's
+own values schema for the chart version it names (tests/data/, the schema of chart 4.4.0 without
+its descriptions and required keys), and against the course: the image's JupyterHub version,
+the exchange the image's nbgrader configuration reads, and the settings the one-server hub
+gives each server. No cluster runs it here."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import jsonschema
+import pytest
+import yaml
+
+from support.course_copy import ROOT
+
+VALUES = ROOT / "hub" / "values.yaml"
+SCHEMA = ROOT / "tests" / "data" / "z2jh-4.4.0-values.schema.json"
+
+
+@pytest.fixture(scope="module")
+def values() -> dict:
+    return yaml.safe_load(VALUES.read_text())
+
+
+def _errors(values: dict) -> list[str]:
+    schema = json.loads(SCHEMA.read_text())
+    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+            for e in jsonschema.Draft7Validator(schema).iter_errors(values)]
+
+
+def test_values_fit_the_charts_schema(values):
+    assert _errors(values) == []
+
+
+def test_the_schema_check_refuses_what_the_chart_would(values):
+    wrong = copy.deepcopy(values)
+    wrong["singleuser"]["memory"]["gurantee"] = "1G"  # a misspelt key
+    wrong["singleuser"]["uid"] = "1000"  # a string where the chart takes a number
+    errors = _errors(wrong)
+    assert any("gurantee" in e for e in errors) and any(e.startswith("singleuser.uid") for e in
+                                                         errors), errors
+
+
+def test_values_name_the_chart_version_of_the_schema_and_its_jupyterhub(values):
+    header = VALUES.read_text().split("\n\n")[0]
+    assert "chart version 4.4.0 (JupyterHub 5.5.0" in header
+    assert "--version 4.4.0" in header and "--build-arg JUPYTERHUB=5.5.0" in header
+    assert "chart 4.4.0" in json.loads(SCHEMA.read_text())["$comment"]
+    image = values["singleuser"]["image"]
+    assert image["tag"] == "5.5.0"
+    init = values["singleuser"]["initContainers"][0]
+    assert init["image"] == f"{image['name']}:{image['tag']}"
+
+
+def test_values_give_the_image_what_it_reads(values):
+    user = values["singleuser"]
+    assert (user["uid"], user["fsGid"]) == (1000, 100)
+    assert user["cmd"] == "lab"  # the image's start (helpers/scripts/image_start.sh)
+    env = user["extraEnv"]
+    image_config = (ROOT / "helpers" / "jupyter" / "nbgrader_config.py").read_text()
+    assert f'"NBGRADER_EXCHANGE", "{env["NBGRADER_EXCHANGE"]}"' in image_config
+    mounts = {m["mountPath"]: m for m in user["storage"]["extraVolumeMounts"]}
+    assert mounts["/dev/shm"]["name"] == "shm"
+    course = f"{env['NBGRADER_EXCHANGE']}/{env['COMMLAB_COURSE_ID']}"
+    assert mounts[f"{course}/outbound"]["readOnly"] and mounts[f"{course}/feedback"]["readOnly"]
+    own = mounts[f"{course}/inbound"]
+    assert own["subPath"] == f"{env['COMMLAB_COURSE_ID']}/inbound/{{unescaped_username}}"
+    assert not own.get("readOnly")
+    # the same limits as the one-server hub gives each server
+    config = (ROOT / "hub" / "jupyterhub_config.py").read_text()
+    assert re.search(rf'HUB_MEM_LIMIT", "{user["memory"]["limit"]}"', config)
+    assert re.search(rf'HUB_CPU_LIMIT", "{user["cpu"]["limit"]}"', config)
+    gpus = [p for p in user["profileList"] if "kubespawner_override" in p]
+    assert gpus[0]["kubespawner_override"]["extra_resource_limits"] == {"nvidia.com/gpu": "4"}
