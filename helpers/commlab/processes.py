@@ -27,9 +27,10 @@ from . import capture, control, status, worker
 # the functional collectives, which the trace wraps in every rank). torch._dynamo too: every
 # torch.optim optimizer imports it on first use (its constructor and its step), which cost each
 # rank of each run 1.4 s on an idle 2-core machine and 10 s at a load of 8, past a test's
-# 8 s; it also brings DTensor and FSDP2's modules.
+# 8 s; it also brings DTensor and FSDP2's modules (commlab.preload_dynamo: without the empty
+# cache folder its import makes).
 PRELOAD = ["torch", "torch.distributed", "torch.distributed._functional_collectives",
-           "torch._dynamo", "cloudpickle", "commlab.worker"]
+           "commlab.preload_dynamo", "cloudpickle", "commlab.worker"]
 
 
 class RankProcess:
