@@ -233,9 +233,11 @@ def test_a_kernel_that_cannot_start_stops_the_batch_in_plain_words_and_keeps_wha
     assert "Grading stopped: a student's kernel" in done.stderr
     assert "simulated broken environment" in done.stderr  # the end of its log
     assert "What to try" in done.stderr and "not graded: 1" in done.stderr
+    # a plain folder says no time it was handed in, and there is no due date: no late mark
     assert _rows(tmp_path / "out") == {"ann": {"student": "ann", "chapter": CHAPTER,
                                                "score": "2", "max_score": "2",
-                                               "status": "graded", "notes": ""}}
+                                               "status": "graded", "submitted": "",
+                                               "late": "", "notes": ""}}
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
         assert gb.find_submission(CHAPTER, "ann").score == 2.0
 

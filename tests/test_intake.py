@@ -306,7 +306,8 @@ def test_lms_flag_overrides_what_the_names_look_like(tmp_path):
 
 
 def test_unknown_lms_name_is_refused_with_the_choices(tmp_path):
-    with pytest.raises(intake.IntakeError, match="auto, folders, canvas, moodle, blackboard"):
+    with pytest.raises(intake.IntakeError,
+                       match="auto, folders, exchange, canvas, moodle, blackboard, flat"):
         collect(tmp_path, tmp_path, lms="sakai")
 
 
