@@ -1415,44 +1415,31 @@ class FullyShardedModule(FullyShardedModule):
         ["all_reduce"]),
 }
 
+# chapter 12's average_all waiting on every handle's future at once, and on each in turn: both
+# right for the values test cell and for the order test cell
+AVERAGE_ALL_WAIT_ALL = '''
+def average_all(tensors):
+    works = [dist.all_reduce(tensor, async_op=True) for tensor in tensors]
+    torch.futures.wait_all([work.get_future() for work in works])
+    for tensor in tensors:
+        tensor /= dist.get_world_size()
+'''
+AVERAGE_ALL_FUTURES = '''
+def average_all(tensors):
+    futures = [dist.all_reduce(tensor, async_op=True).get_future() for tensor in tensors]
+    for future, tensor in zip(futures, tensors):
+        future.wait()
+        tensor /= dist.get_world_size()
+'''
+
 # (exercise, chapter, a correct answer that the exercise's test cell must accept)
 RIGHT = {
-    "12-average-all-wait-all": (
-        "12-average-all", "12_async_and_overlap",
-        '''
-def average_all(tensors):
-    works = [dist.all_reduce(tensor, async_op=True) for tensor in tensors]
-    torch.futures.wait_all([work.get_future() for work in works])
-    for tensor in tensors:
-        tensor /= dist.get_world_size()
-'''),
-    "12-average-all-futures": (
-        "12-average-all", "12_async_and_overlap",
-        '''
-def average_all(tensors):
-    futures = [dist.all_reduce(tensor, async_op=True).get_future() for tensor in tensors]
-    for future, tensor in zip(futures, tensors):
-        future.wait()
-        tensor /= dist.get_world_size()
-'''),
-    "12-average-all-order-wait-all": (
-        "12-average-all-order", "12_async_and_overlap",
-        '''
-def average_all(tensors):
-    works = [dist.all_reduce(tensor, async_op=True) for tensor in tensors]
-    torch.futures.wait_all([work.get_future() for work in works])
-    for tensor in tensors:
-        tensor /= dist.get_world_size()
-'''),
-    "12-average-all-order-futures": (
-        "12-average-all-order", "12_async_and_overlap",
-        '''
-def average_all(tensors):
-    futures = [dist.all_reduce(tensor, async_op=True).get_future() for tensor in tensors]
-    for future, tensor in zip(futures, tensors):
-        future.wait()
-        tensor /= dist.get_world_size()
-'''),
+    "12-average-all-wait-all": ("12-average-all", "12_async_and_overlap", AVERAGE_ALL_WAIT_ALL),
+    "12-average-all-futures": ("12-average-all", "12_async_and_overlap", AVERAGE_ALL_FUTURES),
+    "12-average-all-order-wait-all": ("12-average-all-order", "12_async_and_overlap",
+                                      AVERAGE_ALL_WAIT_ALL),
+    "12-average-all-order-futures": ("12-average-all-order", "12_async_and_overlap",
+                                     AVERAGE_ALL_FUTURES),
     "13-train-zero3-single-names": (
         "13-train-zero3", "13_capstone_training",
         zero3(gather="all_gather_single", scatter="reduce_scatter_single")),
