@@ -143,7 +143,6 @@ class Evidence:
 
     def __init__(self) -> None:
         self.replays: dict[str, dict] = {}
-        self.log: list[dict] = []
         # how the grader's own code is launched on the rank host (the scoring kernel's
         # RankHost.launch_own); None: commlab.run, as any launch
         self.launch_own: Any = None
@@ -169,8 +168,6 @@ class Evidence:
             count = _merged(result.network)
             expected = self.replays[_key(steps, result.world_size)]
             found = differences(count, [expected], _slack(result.trace, result.groups or []))
-            self.log.append({"world_size": result.world_size, "measured": count,
-                             "expected": [expected], "differences": found})
             if found:
                 problems[index] = (
                     "The grader counted what your ranks sent over the network, and it is not "
