@@ -1,6 +1,6 @@
 # The course in a container: one torch (requirements.txt's pin), CUDA for NCCL when the host
 # has GPUs, the student's work in a folder a host volume keeps. The same image is a JupyterHub's
-# single-user image (README, "Teaching a class on a JupyterHub").
+# single-user image (docs/hub.md, "Teaching a class on a JupyterHub").
 #
 #   docker build --build-arg UID="$(id -u)" --build-arg GID="$(id -g)" -t commlab-course .
 #   mkdir -p commlab-work
@@ -11,7 +11,7 @@
 # no solutions, hidden tests, grader or gradebook. `instructor`: the whole course, for grading
 # and for the maintainers' tests.
 #
-# Build arguments (README, Docker):
+# Build arguments (docs/docker.md):
 #   UID, GID      the host user's ids (default 1000 and 100, a JupyterHub's); ids the base has
 #                 already are reused, and UID 0 runs the container as root
 #                 (helpers/scripts/image_user.sh)
