@@ -102,11 +102,13 @@ def widen_tables(app, doctree, docname) -> None:
             frame.append(table)
 
 
-def drop_source_maps(app, exception) -> None:
-    """The theme's .map files (several MB) serve a browser's developer tools only."""
+def drop_unused_assets(app, exception) -> None:
+    """The theme's .map files (several MB) serve a browser's developer tools only, and no page
+    loads its fontawesome.js (templates/layout.html)."""
     if exception is None and app.builder.format == "html":
-        for source_map in (Path(app.outdir) / "_static").rglob("*.map"):
-            source_map.unlink()
+        static = Path(app.outdir) / "_static"
+        for unused in [*static.rglob("*.map"), static / "scripts" / "fontawesome.js"]:
+            unused.unlink(missing_ok=True)
 
 
 def add_extra_files(app, config) -> None:
@@ -121,4 +123,4 @@ def setup(app):
     app.connect("config-inited", add_extra_files)
     app.connect("doctree-resolved", widen_tables)
     app.connect("build-finished", copy_mathjax)
-    app.connect("build-finished", drop_source_maps)
+    app.connect("build-finished", drop_unused_assets)
