@@ -73,11 +73,16 @@ $(STAMP): requirements.txt $(wildcard requirements-dev.txt) pyproject.toml | tor
 AS_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
 # Students work in $(WORK)/, a copy of notebooks/ that git ignores and the tests never read.
+# Their Lab keeps nbgrader's Validate button without the instructor's panels (Formgrader, Create
+# assignment, Course list, Assignments), as the Docker image does: helpers/jupyter/student/
+# turns them off for this Lab only, since make formgrader shares .venv and needs them.
+STUDENT_CONFIG := $(CURDIR)/helpers/jupyter/student
 lab: setup
 	$(BIN)/python helpers/scripts/workspace.py notebooks $(WORK)
 	@if [ -n "$(AS_ROOT)" ]; then echo "make lab: you are root, so JupyterLab starts with \
 	--allow-root (everything your notebooks run, runs as root)"; fi
-	$(BIN)/jupyter lab --notebook-dir=$(WORK) $(AS_ROOT) $(LAB_FLAGS)
+	JUPYTER_CONFIG_PATH="$(STUDENT_CONFIG)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+		$(BIN)/jupyter lab --notebook-dir=$(WORK) $(AS_ROOT) $(LAB_FLAGS)
 
 check: setup
 	@$(BIN)/python helpers/scripts/check_notebook.py $(WORK) "$(CHAPTER)"
