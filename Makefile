@@ -35,8 +35,8 @@ EXCHANGE ?= $(or $(NBGRADER_EXCHANGE),/srv/nbgrader/exchange)
 COURSE_ID ?= $(or $(COMMLAB_COURSE_ID),commlab)
 COLLECTED ?= collected
 
-.PHONY: setup torch-build lab test lint bench bench-rendezvous bench-grade baselines generate validate grade clean
-.PHONY: check course-source student-edition execute formgrader site site-source site-venv
+.PHONY: setup lab test lint bench bench-rendezvous bench-grade baselines generate validate grade clean
+.PHONY: torch-build check course-source student-edition execute formgrader site site-source site-venv
 .PHONY: hub hub-setup collect release-feedback
 
 setup: $(STAMP)
