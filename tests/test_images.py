@@ -188,7 +188,7 @@ def test_dockerignore_keeps_student_data_and_environments_out_of_images():
             "grader/gradebook.db"} <= ignored
 
 
-def _header_commands() -> list[str]:
+def dockerfile_header_commands() -> list[str]:
     """The docker commands of the Dockerfile's opening comment, continuation lines joined."""
     header = []
     for line in (ROOT / "Dockerfile").read_text().splitlines():
@@ -200,9 +200,9 @@ def _header_commands() -> list[str]:
 
 
 def test_dockerfile_header_shows_a_laptops_cpu_build_and_run_and_the_gpu_variant():
-    builds = [c for c in _header_commands() if c.startswith("docker build")]
-    runs = [c for c in _header_commands() if c.startswith("docker run")]
-    assert len(builds) == 2 and len(runs) == 2, _header_commands()
+    builds = [c for c in dockerfile_header_commands() if c.startswith("docker build")]
+    runs = [c for c in dockerfile_header_commands() if c.startswith("docker run")]
+    assert len(builds) == 2 and len(runs) == 2, dockerfile_header_commands()
     laptop_build, gpu_build = builds
     laptop_run, gpu_run = runs
     assert "--build-arg TORCH=cpu" in laptop_build and "TORCH" not in gpu_build
