@@ -32,17 +32,23 @@ def test_every_chapter_has_a_student_notebook_and_nothing_else_is_there():
 def test_student_notebooks_are_exactly_what_nbgrader_generates(tmp_path):
     generated = course.generate_into(tmp_path)
     for name in CHAPTERS:
-        ours = ROOT / "notebooks" / name / f"{name}.ipynb"
-        theirs = generated / name / f"{name}.ipynb"
-        assert ours.read_bytes() == theirs.read_bytes(), (
-            f"notebooks/{name} differs from what nbgrader generates: "
-            "run `make generate`")
+        # the notebook and the chapter's test helpers (checks.py), which nbgrader copies
+        files = sorted(p.name for p in (generated / name).iterdir())
+        assert files == [f"{name}.ipynb", "checks.py"], files
+        assert sorted(p.name for p in (ROOT / "notebooks" / name).iterdir()) == files
+        for file in files:
+            assert (ROOT / "notebooks" / name / file).read_bytes() == (
+                generated / name / file).read_bytes(), (
+                f"notebooks/{name}/{file} differs from what nbgrader generates: "
+                "run `make generate`")
 
 
 @pytest.mark.parametrize("name", CHAPTERS)
 def test_student_notebook_leaks_no_answer_or_hidden_test_and_has_no_outputs(name):
     solution_cells = _cells(ROOT / "solutions" / name / f"{name}.ipynb")
-    student_text = (ROOT / "notebooks" / name / f"{name}.ipynb").read_text()
+    # the notebook, and the chapter's test helpers beside it
+    student_text = (ROOT / "notebooks" / name / f"{name}.ipynb").read_text() + json.dumps(
+        (ROOT / "notebooks" / name / "checks.py").read_text())
     secret, visible = [], []
     block = re.compile(r"### BEGIN (HIDDEN TESTS|SOLUTION)\n(.*?)### END \1", re.S)
     for cell in solution_cells:

@@ -88,17 +88,31 @@ class CheckFailed(AssertionError):
 
 # --- a chapter's test helpers -----------------------------------------------------------------
 
-CHAPTER_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "chapter_tests")
+# The course beside this package (helpers/commlab/ in it): each chapter's checks.py is in its
+# release folder (notebooks/NN_name/, made from solutions/NN_name/ by nbgrader).
+_HERE = os.path.dirname(os.path.abspath(__file__))
+COURSE = os.path.dirname(os.path.dirname(_HERE))
+
+
+def chapter_checks(chapter: str) -> str:
+    """Where chapter ``chapter``'s test helpers are: the course's own copy, never the one in a
+    student's work folder (which a student may edit)."""
+    for folder in ("notebooks", "solutions"):
+        path = os.path.join(COURSE, folder, chapter, "checks.py")
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError(
+        f"The test helpers of chapter {chapter!r} are not in the course at {COURSE} "
+        f"(notebooks/{chapter}/checks.py). Is the course's commlab installed from the course "
+        "folder (make lab does it)?")
 
 
 def test_helpers(chapter: str) -> None:
-    """Define chapter ``chapter``'s test helpers (its case functions and checks, in
-    ``commlab/chapter_tests/ch<chapter>.py``) in the calling notebook's namespace, as if they
-    stood in the test cell: the names they use are the notebook's (the student's answers, the
-    chapter's own definitions), and they go to the ranks by value, as a cell's functions do."""
-    path = os.path.join(CHAPTER_TESTS, f"ch{chapter}.py")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no test helpers for chapter {chapter!r} ({path})")
+    """Define chapter ``chapter``'s test helpers (its case functions and checks, in the
+    chapter's ``checks.py``) in the calling notebook's namespace, as if they stood in the test
+    cell: the names they use are the notebook's (the student's answers, the chapter's own
+    definitions), and they go to the ranks by value, as a cell's functions do."""
+    path = chapter_checks(chapter)
     with open(path, encoding="utf-8") as file:
         tree = ast.parse(file.read(), path)
     if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(
@@ -477,9 +491,6 @@ def late_rank(op: str, count: int, *, timeout: float = 3.0) -> Iterator[None]:
 
 # --- never quote hidden tests ---------------------------------------------------------------
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-
-
 @functools.cache
 def _hidden_blocks() -> re.Pattern:
     """The hidden-test blocks of a test cell, with nbgrader's own delimiters (nbgrader is loaded
@@ -491,11 +502,18 @@ def _hidden_blocks() -> re.Pattern:
     return re.compile(rf"### {re.escape(begin)}\n(.*?)### {re.escape(end)}", re.S)
 
 
+def _course_code(filename: str) -> bool:
+    """commlab's own code, or a chapter's test helpers (its checks.py): not a test cell."""
+    path = os.path.abspath(filename)
+    return path.startswith(_HERE) or (
+        os.path.basename(path) == "checks.py" and path.startswith(COURSE))
+
+
 def _hide_hidden_lines(message: str) -> str:
     """``message`` without any line of the calling test cell's hidden tests (a rank's traceback
     quotes the lines it ran, and the feedback shows the message)."""
     frame = sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_HERE):
+    while frame is not None and _course_code(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
         return message

@@ -1,8 +1,10 @@
-"""Chapter 03's test helpers: the case functions and checks that its test cells use.
+"""Chapter 03's test helpers: the case functions and checks its visible test cells use.
 
-Each test cell defines them in the notebook's namespace with
-``checks.test_helpers("03_gather")``, as if they stood in the cell: the names they use
-(the answers, the chapter's own definitions, its imports) are the notebook's.
+Each test cell defines them in the notebook's namespace with ``checks.test_helpers(...)``, as
+if they stood in the cell: the names they use (the answers, the chapter's own definitions, its
+imports) are the notebook's. Hidden tests are not here. Validate, ``make check`` and the grader
+read the course's own copy of this file (in its notebooks/ folder): a copy in your work folder
+is for reading, and editing it changes nothing.
 """
 
 import torch
