@@ -110,7 +110,7 @@ site: site-source site-venv
 		--hub "$(HUB)" --repo "$(REPO)" --branch "$(BRANCH)"
 
 lint: setup
-	$(BIN)/ruff check helpers tests bench grader
+	$(BIN)/ruff check helpers tests bench grader $(wildcard solutions/*/checks.py)
 
 test: course-source lint
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
