@@ -119,7 +119,8 @@ ENV HOME=/home/jovyan \
     COMMLAB_INSTRUCTOR_IMAGE=1
 # matplotlib's font cache, in the user's home: built once here, not on the first picture
 RUN python -c "import matplotlib.font_manager"
-CMD ["make", "lab"]
+# the instructor's Lab: the course's root with nbgrader's Formgrader (`make lab` is a student's)
+CMD ["make", "formgrader"]
 
 
 # What students run: the student edition only, in /opt/course, outside the home that a hub
