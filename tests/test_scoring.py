@@ -18,7 +18,6 @@ from commlab.result import RunResult
 from commlab.timeline import Span
 from commlab.trace import Call, TensorInfo
 from grader import wire
-from grader.sandboxed import define
 from grader.trusted import scoring_notebook as scoring
 from grader.trusted import stand_ins
 from support.class_factory import correct
@@ -41,9 +40,8 @@ def test_the_scoring_notebook_holds_no_line_of_the_students(tmp_path):
     notebook = scoring.scoring_notebook("00_launching_ranks", data)
     assert all(MARK not in cell.source for cell in notebook.cells)
     # the student's code reaches the kernel only as data, in the file begin() reads
-    submitted = scoring.submission_data(_marked_submission(), None)
-    assert all(MARK in source for _, source in submitted["answers"])
-    assert f"import json  # {MARK}" in submitted["imports"]
+    submitted = scoring.submission_data(_marked_submission(), None, "00_launching_ranks")
+    assert submitted["pieces"] and all(MARK in source for _, _, source in submitted["pieces"])
 
 
 def test_the_scoring_notebook_has_every_test_cell_with_its_hidden_tests(tmp_path):
@@ -69,12 +67,13 @@ def test_other_cells_give_only_their_definitions():
               "result = commlab.run(example, 4)\n"
               "result\n")
     kept = cells.definitions(source)
-    assert kept.splitlines() == ["import math", "SIZES = [(3, 4), (2, 2)]", "@functools.cache",
-                                 "def helper(x):", "    return x", "class Probe:", "    pass"]
+    assert kept.splitlines() == ["import math", "SIZES = [(3, 4), (2, 2)]", "", "",
+                                 "@functools.cache", "def helper(x):", "    return x",
+                                 "class Probe:", "    pass"]
 
 
 def test_magics_and_broken_cells_give_nothing_and_do_not_fail():
-    assert cells.definitions("%matplotlib inline\nimport os") == "import os"
+    assert cells.definitions("%matplotlib inline\nimport os") == "\nimport os\n"
     assert cells.definitions("def broken(:\n    pass") == ""
     assert cells.imports("(" * 200_000) == []
 
@@ -159,69 +158,35 @@ def test_a_reply_too_large_is_refused(monkeypatch):
     assert "more than the 10" in str(wire.decode(b"x" * 11))
 
 
-# --- the answers, in a rank -------------------------------------------------------------------
+# --- the answers, in a rank (commlab.answers defines them: tests/test_answers.py) ----------------
 
-def _bundle(*cells: tuple[str, str], imports=()) -> define.Answers:
-    import cloudpickle
-
-    return define.Answers(os.urandom(8).hex(), list(cells), list(imports),
-                           cloudpickle.dumps({"OFFSET": 10,
-                                              "hues": define._Module("colorsys")}))
-
-
-def test_a_rank_defines_the_students_answers_with_the_kernels_definitions():
-    bundle = _bundle(("q-one", "def shifted(x):\n    return math.floor(x) + OFFSET\n"),
-                     ("q-two", "def hue(r, g, b):\n    return hues.rgb_to_hsv(r, g, b)[0]\n"),
-                     imports=["import math"])
-    assert define.defined(bundle, "q-one", "shifted")(2.5) == 12
-    assert define.defined(bundle, "q-two", "hue")(0.0, 0.0, 1.0) == 2 / 3
-
-
-@pytest.mark.parametrize("source, words", [
-    ("def other():\n    pass\n", "your answer cell (q-one) does not define shifted"),
-    ("def shifted(:\n", "your answer cell (q-one) raised SyntaxError"),
-    ("raise RuntimeError('at the top')\ndef shifted(x):\n    return x\n",
-     "raised RuntimeError when it ran: at the top"),
-])
-def test_a_missing_or_broken_answer_says_which_cell(source, words):
-    with pytest.raises(NameError, match=r"shifted is not defined") as raised:
-        define.defined(_bundle(("q-one", source)), "q-one", "shifted")
-    assert words in str(raised.value)
-
-
-def test_a_students_traceback_names_the_answer_cell():
-    bundle = _bundle(("q-one", "def shifted(x):\n    return x / 0\n"))
-    with pytest.raises(ZeroDivisionError) as raised:
-        define.defined(bundle, "q-one", "shifted")(1)
-    frame = raised.traceback[-1]
-    assert str(frame.path) == "<answer cell q-one>" and "x / 0" in str(frame.statement)
-
-
-def test_the_ranks_run_only_the_import_lines_whose_names_the_answers_use():
-    # every rank of every launch runs them: a chapter's plotting import costs each rank time
-    book = stand_ins.Book([("q-one", "def shifted(x):\n    return math.floor(x) + np.sign(x)\n")],
-                          ["import math", "import numpy as np", "import matplotlib.pyplot as plt",
-                           "from os import path", "import torch.distributed as dist"])
-    assert book.imports == ["import math", "import numpy as np"]
-    assert stand_ins.Book([], ["import math"]).imports == []
+def test_each_test_sends_the_pieces_above_it_and_only_the_names_they_use():
+    # the chapter's helpers go to the ranks only where an answer or a student's cell uses one
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("def helper(x):\n    return x + OFFSET\n"),
+        nbformat.v4.new_code_cell("def a():\n    return helper(1)", metadata={"nbgrader": {
+            "solution": True, "grade": False, "grade_id": "q-a"}}),
+        nbformat.v4.new_code_cell("import secret_tests", metadata={"nbgrader": {
+            "solution": False, "grade": True, "grade_id": "q-a-test", "points": 1}}),
+        nbformat.v4.new_code_cell("def late():\n    pass\n"),
+    ])
+    data = scoring.submission_data(nb, None)
+    assert data["pieces"] == [('cell "def helper(x):"', None,
+                               "def helper(x):\n    return x + OFFSET\n"),
+                              ("answer cell q-a", "q-a", "def a():\n    return helper(1)"),
+                              ('cell "def late():"', None, "def late():\n    pass\n")]
+    assert data["cuts"] == {"q-a-test": 2}
+    book = stand_ins.Book([tuple(p) for p in data["pieces"]], data["cuts"],
+                          shared={"OFFSET", "plt"})
+    book.testing("q-a-test")
+    assert [label for label, _, _ in book.bundle().pieces] == [
+        'cell "def helper(x):"', "answer cell q-a"]
+    book.testing(None)
+    assert len(book.bundle().pieces) == 3
 
 
 def test_a_stand_in_can_not_be_subclassed_in_the_kernel():
-    stand_in = stand_ins.Answer(stand_ins.Book([], []), "q-one", "Model")
+    stand_in = stand_ins.Answer(stand_ins.Book([], {}), "q-one", "Model")
     with pytest.raises(TypeError, match="only inside a function run on the ranks"):
         class Sub(stand_in):  # noqa: F841 - what a test cell in the kernel might write
             pass
-
-
-def test_submission_data_keeps_answers_in_order_and_every_import_once():
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("import numpy as np\nx = np.ones(3)"),
-        nbformat.v4.new_code_cell("def a():\n    pass", metadata={"nbgrader": {
-            "solution": True, "grade": False, "grade_id": "q-a"}}),
-        nbformat.v4.new_code_cell("import numpy as np"),
-        nbformat.v4.new_code_cell("import secret_tests", metadata={"nbgrader": {
-            "solution": False, "grade": True, "grade_id": "q-a-test", "points": 1}}),
-    ])
-    data = scoring.submission_data(nb, None)
-    assert data["answers"] == [("q-a", "def a():\n    pass")]
-    assert data["imports"] == ["import numpy as np"]

@@ -155,6 +155,3 @@ def _why(folder: Path, what: str, reason: str) -> str:
             "(docs/security.md, \"Grading without namespaces\"). What was graded before this "
             "is kept.")
 
-
-async def start_in_background(folder: Path, wrap, env) -> asyncio.Task:
-    return asyncio.ensure_future(start(folder, wrap, env))
