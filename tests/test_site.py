@@ -519,9 +519,11 @@ def secret_lines(course: Path) -> dict[str, str]:
     published = []
     for path in sorted((course / "notebooks").glob("*/*.ipynb")):
         published += [source(cell) for cell in notebook(path)["cells"]]
-    # the commlab package, which every student gets with the chapters (the student edition)
+    # what every student gets with the chapters (the student edition): each chapter's visible
+    # test helpers (notebooks/NN_name/checks.py) and the commlab package
     published += [path.read_text(encoding="utf-8")
-                  for path in sorted((course / "helpers" / "commlab").rglob("*.py"))]
+                  for path in [*sorted((course / "notebooks").glob("*/*.py")),
+                               *sorted((course / "helpers" / "commlab").rglob("*.py"))]]
     public = squash("\n".join(published))
     secrets = {}
     for path in sorted((course / "solutions").glob("*/*.ipynb")):
@@ -574,11 +576,12 @@ def test_no_solution_or_hidden_test_in_any_built_file(site):
     and between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS`` of every solution
     notebook, stripped, whitespace squashed, of at least SHORTEST_SECRET (12) characters, and
     not handed to every student already: a line found (as a substring) in the source of any
-    cell of any student notebook, or in the `commlab` package that comes with them, is not a
-    secret (`rank, world_size = dist.get_rank(), dist.get_world_size()` opens many answers and
-    many worked examples; `if rank == src:` is in stubs and prose; `if rank > 0:` is in
-    commlab's pipeline). Shorter lines (`else:`, `return`, `ops = []`) say nothing of an answer.
-    The README and docs/, whose pages are pages of the site, get no such pass.
+    cell of any student notebook, or in what comes with them (each chapter's `checks.py`, the
+    `commlab` package), is not a secret (`rank, world_size = dist.get_rank(),
+    dist.get_world_size()` opens many answers and many worked examples; `if rank == src:` is in
+    stubs and prose; `if rank > 0:` is in commlab's pipeline). Shorter lines (`else:`, `return`,
+    `ops = []`) say nothing of an answer. The README and docs/, whose pages are pages of the
+    site, get no such pass.
     Each file is read as stored, with JSON's escapes undone and with HTML's tags and entities
     undone, so that highlighted, escaped or JSON-quoted code is found as well.
     """
