@@ -1,6 +1,6 @@
 # The course in a container: one torch (requirements.txt's pin), CUDA for NCCL when the host
 # has GPUs, the student's work in a folder a host volume keeps. The same image is a JupyterHub's
-# single-user image (README, "Teaching a class on a JupyterHub").
+# single-user image (docs/hub.md, "Teaching a class on a JupyterHub").
 #
 # A laptop, or any machine without an NVIDIA GPU (a Mac, Windows with WSL2, Linux): torch's CPU
 # build, several GB smaller, and no --gpus:
@@ -25,7 +25,7 @@
 # no solutions, hidden tests, grader or gradebook; the student edition builds it too.
 # `instructor`: the whole course, for grading and for the maintainers' tests.
 #
-# Build arguments (README, Docker):
+# Build arguments (docs/docker.md):
 #   UID, GID      the host user's ids (default 1000 and 100, a JupyterHub's); ids the base has
 #                 already are reused, and UID 0 runs the container as root
 #                 (helpers/scripts/image_user.sh)

@@ -2,8 +2,8 @@
 #   make lab    create .venv if needed, copy the chapters into work/, start JupyterLab there
 #   make check CHAPTER=01_broadcast   run your notebook and say which visible tests pass
 # Maintainers: make test runs every test (not part of the student edition).
-# make site builds the course as a static website in build/site/html (README, "The course on
-# the web"), with its own pinned environment in build/site-venv.
+# make site builds the course as a static website in build/site/html (docs/site.md), with its
+# own pinned environment in build/site-venv.
 #
 # PYTHON  the interpreter that creates .venv (3.11 or newer)
 # VENV    where the environment lives (the Docker image uses /opt/venv; conda: $CONDA_PREFIX)
@@ -26,8 +26,8 @@ SITE_OUT ?= build/site
 HUB ?=
 REPO ?=
 BRANCH ?=
-# A class's JupyterHub (README, "Teaching a class on a JupyterHub"): the hub's own environment
-# (JupyterHub, DockerSpawner, configurable-http-proxy), apart from the course's .venv
+# A class's JupyterHub (docs/hub.md, "Teaching a class on a JupyterHub"): the hub's own
+# environment (JupyterHub, DockerSpawner, configurable-http-proxy), apart from the course's .venv
 HUB_VENV ?= build/hub-venv
 # nbgrader's exchange and course id, for make collect and make release-feedback (the hub's
 # Formgrader service sets NBGRADER_EXCHANGE and COMMLAB_COURSE_ID)
@@ -143,15 +143,16 @@ baselines: setup
 execute: setup
 	$(BIN)/python tests/scripts/execute_chapter.py $(CHAPTER)
 
-# The instructor's commands (README, "Grading").
+# The instructor's commands (docs/instructors.md, "The commands" and "Grading").
 generate: setup
 	$(BIN)/python -m grader generate
 
 validate: setup
 	$(BIN)/python -m grader validate
 
-# nbgrader's Formgrader on what `make grade` recorded in grader/gradebook.db (README, "Reviewing
-# grades in Formgrader"): JupyterLab in the course's root, with the course's nbgrader_config.py.
+# nbgrader's Formgrader on what `make grade` recorded in grader/gradebook.db (docs/instructors.md,
+# "Reviewing grades in Formgrader"): JupyterLab in the course's root, with the course's
+# nbgrader_config.py.
 formgrader: setup
 	JUPYTER_CONFIG_PATH="$(CURDIR)/grader" $(BIN)/jupyter lab --notebook-dir="$(CURDIR)" \
 		$(AS_ROOT) $(LAB_FLAGS)

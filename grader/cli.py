@@ -380,8 +380,8 @@ def export_grades(args) -> int:
     written, unmatched = export(args.out, args.lms, args.missing, args.to)
     for line in unmatched:
         print(f"warning: {line}", file=sys.stderr)
-    print(f"wrote {written}: import it into {args.lms.capitalize()}'s gradebook (README, "
-          "\"Grades back to the LMS\")")
+    print(f"wrote {written}: import it into {args.lms.capitalize()}'s gradebook "
+          "(docs/instructors.md, \"Grades back to the LMS\")")
     return 0
 
 

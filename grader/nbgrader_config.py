@@ -12,7 +12,7 @@ c.CourseDirectory.release_directory = "notebooks"
 # The gradebook lives with the grader's files, out of the course's top level.
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(COURSE_ROOT, "grader", "gradebook.db")
 
-# nbgrader's exchange, where Formgrader releases chapters (README, "Teaching a class on a
+# nbgrader's exchange, where Formgrader releases chapters (docs/hub.md, "Teaching a class on a
 # JupyterHub"): the hub sets both for its Formgrader service.
 if os.environ.get("COMMLAB_COURSE_ID"):
     c.CourseDirectory.course_id = os.environ["COMMLAB_COURSE_ID"]

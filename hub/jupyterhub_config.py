@@ -1,4 +1,4 @@
-"""A JupyterHub for a class taking the course, on one server with Docker or podman (README,
+"""A JupyterHub for a class taking the course, on one server with Docker or podman (docs/hub.md,
 "Teaching a class on a JupyterHub"). `make hub` starts it with this file; every setting comes
 from the environment (make's variables of the same names):
 
@@ -12,7 +12,7 @@ HUB_PASSWORD        a password shared by the students (8 characters or more), an
 HUB_ADMIN_PASSWORD  the instructors' own (32 or more): JupyterHub's shared-password login, for
                     a workshop. For a term, log in through your institution instead: HUB_CONFIG
 HUB_CONFIG          a configuration file of your own, read last (an authenticator, limits)
-HUB_IMAGE           the students' image (default commlab-hub), built as the README says
+HUB_IMAGE           the students' image (default commlab-hub), built as docs/hub.md says
 HUB_DOCKER          the container engine's API (default unix:///var/run/docker.sock; podman's:
                     unix:///run/podman/podman.sock after `systemctl enable --now podman.socket`)
 HUB_NETWORK         the containers' network (default bridge)
@@ -50,8 +50,8 @@ def setting(name: str, default: str | None = None) -> str:
     if value:
         return value
     if default is None:
-        raise SystemExit(f"jupyterhub_config.py: set {name} (README, \"Teaching a class on a "
-                         "JupyterHub\"; hub/jupyterhub_config.py lists every setting)")
+        raise SystemExit(f"jupyterhub_config.py: set {name} (docs/hub.md, \"Teaching a class on "
+                         "a JupyterHub\"; hub/jupyterhub_config.py lists every setting)")
     return default
 
 

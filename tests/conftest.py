@@ -22,7 +22,8 @@ def kernel():
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Each image and browser step's seconds, and the images' sizes (the README's figures)."""
+    """Each image and browser step's seconds, the images' sizes and the hub's sizing figures
+    (docs/testing.md and docs/hub.md say what they are)."""
     if not STEPS:
         return
     write = terminalreporter.write_line

@@ -1,16 +1,15 @@
-"""A class on a real JupyterHub, with the README's commands ("Teaching a class on a JupyterHub"):
-`make hub` in a copy of the course starts JupyterHub, its proxy and the course's Formgrader as a
-hub service; each student's server is a container of the course's image (tests/support/
-image_fixtures.py), started by DockerSpawner through the container engine's Docker API (podman's
-`system service` here), with a volume for her home and nbgrader's exchange in a folder of this
-machine.
+"""A class on a real JupyterHub, with the commands of docs/hub.md: `make hub` in a copy of the
+course starts JupyterHub, its proxy and the course's Formgrader as a hub service; each student's
+server is a container of the course's image (tests/support/image_fixtures.py), started by
+DockerSpawner through the container engine's Docker API (podman's `system service` here), with a
+volume for her home and nbgrader's exchange in a folder of this machine.
 
 Everything is driven over HTTP as a browser would (tests/support/hub.py): the instructor
 releases a chapter in Formgrader; four students log in, fetch it, answer it and submit it (one
 late, two twice, one of them also a forged submission under another's name); the instructor
 collects, grades with a roster and a due date and releases the feedback from Formgrader's
 terminal; each student fetches her own page. Then one student's server runs a chapter on 4
-ranks while its container's memory and CPU are read (the README's sizing).
+ranks while its container's memory and CPU are read (docs/hub.md, "Sizing").
 
 Ports are free ones on 127.0.0.1; the containers reach the hub's API through slirp4netns's
 route to the host's loopback (10.0.2.2). Skips, with the reason, where no container engine can
@@ -54,12 +53,10 @@ ADMIN_PASSWORD = "the-instructors-own-password-of-32-characters-at-least"
 HUB_VENV = ROOT / "build" / "hub-venv"
 
 
-def _readme_hub_lines() -> dict[str, str]:
-    """The README's commands of "Teaching a class on a JupyterHub", continuation lines joined:
-    ``hub`` (starting it), ``collect``, ``grade``, ``release-feedback``."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Teaching a class on a JupyterHub"):]
-    section = section[:section.index("\n## ", 5)]
+def _documented_hub_lines() -> dict[str, str]:
+    """The commands of docs/hub.md ("Teaching a class on a JupyterHub"), continuation lines
+    joined: ``hub`` (starting it), ``collect``, ``grade``, ``release-feedback``."""
+    section = (ROOT / "docs" / "hub.md").read_text()
     lines = [line.strip() for block in re.findall(r"```bash\n(.*?)```", section, re.S)
              for line in re.sub(r"\\\n\s*", "", block).splitlines()]
     found = {}
@@ -71,7 +68,7 @@ def _readme_hub_lines() -> dict[str, str]:
                     not command.startswith("make hub-setup"):
                 found.setdefault(key, command)
     missing = {"hub", "collect", "grade", "release-feedback"} - set(found)
-    assert not missing, f"the README's hub section shows no command for {sorted(missing)}"
+    assert not missing, f"docs/hub.md shows no command for {sorted(missing)}"
     return found
 
 
@@ -101,7 +98,7 @@ def _engine_api(engine) -> tuple[str, dict[str, str], subprocess.Popen | None]:
 
 
 class ClassHub:
-    """`make hub` in a copy of the course, as the README says, with this test's settings."""
+    """`make hub` in a copy of the course, as docs/hub.md says, with this test's settings."""
 
     def __init__(self, images, folder: Path):
         self.images, self.folder = images, folder
@@ -130,7 +127,7 @@ class ClassHub:
             "HUB_COURSE_ID": self.course_id, "HUB_DATA": str(self.folder / "hub-data"),
             "HUB_VENV": str(HUB_VENV), **network,
         }
-        # the README's line, its settings replaced by this test's
+        # docs/hub.md's line, its settings replaced by this test's
         words = [w for w in shlex.split(lines["hub"]) if not re.match(r"HUB_\w+=", w)]
         env = {k: v for k, v in os.environ.items()
                if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
@@ -230,7 +227,7 @@ class _CgroupSampler(threading.Thread):
 @pytest.fixture(scope="module")
 def term(hub_image, tmp_path_factory):
     """A term in brief: everything the class and the instructor did, and what came of it."""
-    lines = _readme_hub_lines()
+    lines = _documented_hub_lines()
     if shutil.which("npm") is None and not (HUB_VENV / ".installed").exists():
         pytest.skip("make hub-setup needs Node.js with npm for the hub's proxy "
                     "(Debian, as root: tests/scripts/install_test_tools.sh)")
@@ -300,7 +297,7 @@ def _class_hands_in(hub: ClassHub, result: dict) -> None:
 
 
 def _instructor_grades(hub: ClassHub, lines: dict[str, str], result: dict) -> None:
-    """The README's commands in a terminal of Formgrader's service (the course's folder)."""
+    """docs/hub.md's commands in a terminal of Formgrader's service (the course's folder)."""
     teacher, formgrader = result["teacher"], result["formgrader"]
     grade = re.sub(r"--due \S+?(?=[\"' ])", f"--due {result['due']}", lines["grade"])
     assert "--roster roster.txt" in grade and result["due"] in grade, grade

@@ -1,4 +1,4 @@
-"""The student's real path in the course's image: built and run with the README's own Docker
+"""The student's real path in the course's image: built and run with docs/docker.md's own Docker
 commands (tests/support/containers.py says how, and what the test adds), the student's Lab and
 workspace, a chapter on 4 ranks inside, what the student image holds, and grading in the
 instructor image; then the script that makes the image's user, for ids the base has and lacks,
@@ -61,7 +61,7 @@ def _get(url: str) -> tuple[int, str]:
 
 
 def _shell(line: str, cwd: Path) -> None:
-    """One of the README's plain shell lines (mkdir -p ...), as written."""
+    """One of the documentation's plain shell lines (mkdir -p ...), as written."""
     subprocess.run(["bash", "-c", line], cwd=cwd, check=True)
 
 
@@ -73,7 +73,7 @@ def _about(images) -> str:
     return "; ".join(images.about)
 
 
-# --- the student's Lab, as the README says -----------------------------------------------------
+# --- the student's Lab, as docs/docker.md says ------------------------------------------------
 
 @pytest.fixture(scope="module")
 def student_lab(course_images, tmp_path_factory):
@@ -223,7 +223,7 @@ def test_laptop_lines_of_the_dockerfile_build_the_cpu_image_and_run_lab_without_
         course_images.engine.run("rmi", "commlab-course-laptop", check=False)
 
 
-# --- grading in the instructor image, as the README says ----------------------------------------
+# --- grading in the instructor image, as docs/security.md says -----------------------------------
 
 def _small_class(folder: Path, students: dict[str, str]) -> None:
     """``students``: name -> "correct" or "untouched", each handing in chapter 01."""
@@ -234,7 +234,7 @@ def _small_class(folder: Path, students: dict[str, str]) -> None:
 
 
 def _grade(images, folder: Path, ids=None, rename=None, label="") -> dict[str, dict]:
-    """The README's grading lines in ``folder``; grades.csv's rows by student."""
+    """docs/security.md's grading lines in ``folder``; grades.csv's rows by student."""
     _shell("mkdir -p grades", folder)
     if ids is not None:
         os.chown(folder / "grades", *ids)
@@ -244,7 +244,7 @@ def _grade(images, folder: Path, ids=None, rename=None, label="") -> dict[str, d
     with step(f"grading {students} submission{'s' if students > 1 else ''}{label}"):
         done = images.engine.run(*argv, check=False, timeout=1200)
     assert done.returncode == 0, (
-        f"the README's grading command failed ({_about(images)}):\n"
+        f"docs/security.md's grading command failed ({_about(images)}):\n"
         f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
     with open(folder / "grades" / "grades.csv") as sheet:
         return {row["student"]: row for row in csv.DictReader(sheet)}
@@ -265,7 +265,7 @@ def test_instructor_image_grades_a_small_class(course_images, tmp_path):
 
 @pytest.fixture(scope="module")
 def other_user_instructor(course_images):
-    """The instructor image built with the README's line as a host user with OTHER_IDS would
+    """The instructor image built with the documented line as a host user with OTHER_IDS would
     run it (their `id -u` and `id -g`), under a name of its own. Its runtime stage, where the
     user is made, is the student image's too."""
     rename = {course_images.instructor: "commlab-instructor-other"}
@@ -309,7 +309,7 @@ def test_other_host_user_grades_with_the_readme_command(course_images, other_use
 
 
 def test_readme_lines_expand_as_a_shell_would(tmp_path):
-    """The test runs the README's lines through bash's own expansion."""
+    """The test runs the documented lines through bash's own expansion."""
     words = expand('docker build --build-arg UID="$(id -u)" -t x .', tmp_path, (1500, 20))
     assert words == ["build", "--build-arg", "UID=1500", "-t", "x", "."]
 

@@ -1,5 +1,5 @@
 """The environments: requirements.txt is the one list of pins; environment.yml and the Dockerfile
-are thin wrappers over it; the Docker image is what the README promises a student."""
+are thin wrappers over it; the Docker image is what docs/docker.md promises a student."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def _without_mounts(run: str) -> str:
 
 
 def test_every_step_that_installs_gets_the_pip_secrets_and_torch_index():
-    # a build behind a mirror or a TLS-inspecting proxy: README, Docker
+    # a build behind a mirror or a TLS-inspecting proxy: docs/docker.md
     runtime = _stage("runtime")
     assert ("ARG", 'TORCH_INDEX=""') in runtime
     installing = [args for _, ins, args in _dockerfile() if ins == "RUN"
@@ -212,7 +212,7 @@ def test_dockerfile_header_shows_a_laptops_cpu_build_and_run_and_the_gpu_variant
     work = re.search(r"WORK=(\S+)", (ROOT / "Dockerfile").read_text()).group(1)
     for command in runs:
         assert f'-v "$PWD/commlab-work:{work}"' in command and "--shm-size=1g" in command
-    # the same image name in all four, as the README's commands
+    # the same image name in all four, as docs/docker.md's commands
     assert {c.split()[-1] if c.startswith("docker run") else c.split()[-2]
             for c in builds + runs} == {"commlab-course"}
 
@@ -250,13 +250,13 @@ def test_a_work_folder_the_user_cannot_write_gets_the_build_args_and_podmans_kee
     assert left == []
 
 
-def test_readme_docker_run_keeps_the_work_folder_on_the_host_and_sets_shared_memory():
+def test_documented_docker_run_keeps_the_work_folder_on_the_host_and_sets_shared_memory():
     work = re.search(r"WORK=(\S+)", (ROOT / "Dockerfile").read_text()).group(1)
-    readme = re.sub(r"\\\n\s*", "", (ROOT / "README.md").read_text())
-    student_runs = [line for line in readme.splitlines()
+    documented = re.sub(r"\\\n\s*", "", (ROOT / "docs" / "docker.md").read_text())
+    student_runs = [line for line in documented.splitlines()
                     if line.startswith("docker run") and "commlab-course" in line
                     and "make grade" not in line]
-    assert student_runs, "the README shows no docker run line for students"
+    assert student_runs, "docs/docker.md shows no docker run line for students"
     for line in student_runs:
         assert re.search(rf'-v "?\$PWD/[\w-]+:{re.escape(work)}"? ', line), line
         assert "--shm-size=" in line, line

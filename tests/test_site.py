@@ -1,13 +1,17 @@
-"""The course as a website (`make site`, README "The course on the web").
+"""The course as a website (`make site`, docs/site.md).
 
 Built once for the module, from a copy of this checkout as a fresh clone has it, with the
 network cut (``unshare --net``) where this machine allows it; the site's environment is
 build/site-venv of this checkout, made online first (it installs only when its pins changed).
 Then checked: a page per chapter with the exercises as the student gets them and no output on
-answer or test cells, every picture the solutions draw on its chapter's page, every internal
-link and anchor resolving, the links to run each chapter, no line of a solution or of a hidden
-test in any file the build wrote, and, in Debian's Chromium, the home page and every chapter
-page with their pictures and formulas rendered from the site's own files alone.
+answer or test cells, every picture the solutions draw on its chapter's page, linked to its
+full size, and no picture anywhere whose alt text is a file name; every internal link and
+anchor resolving, the links to run each chapter, the pages made from the README and docs/ by
+file, every page saying where to get the course (the repository, the clone command, the
+student edition's zip, which is the student edition); no line of a solution or of a hidden
+test in any file the build wrote; and, in Debian's Chromium, the home page and every chapter
+page with their pictures and formulas rendered from the site's own files alone, a copy button
+on every code block of every page, and at 375 px wide no page wider than the screen.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import gzip
 import hashlib
 import html
 import importlib.util
+import io
 import json
 import os
 import re
@@ -27,6 +32,7 @@ import subprocess
 import sys
 import threading
 import urllib.parse
+import zipfile
 import zlib
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -109,6 +115,10 @@ class Page(HTMLParser):
         self.links: list[str] = []
         self.ids: set[str] = set()
         self.images: list[str] = []  # the src of each <img> in a cell's output, in order
+        # every <img> of the page: (src, alt, the href of the link around it or None)
+        self.pictures: list[tuple[str, str | None, str | None]] = []
+        self._links: list[str | None] = []  # the open <a>s' hrefs
+        self.header_links: list[str] = []  # the links of the header's way to the course
         self.cells: list[dict] = []  # each notebook cell: its tags, whether it has an output
         self.text: list[str] = []
         self._hidden = 0  # inside <script> or <style>, whose text a reader never sees
@@ -137,11 +147,22 @@ class Page(HTMLParser):
             elif "cell_output" in classes and cells:
                 cells[-1]["output"] = True
                 opened = "output"
+            elif "course-door" in classes:
+                opened = "door"
             self._divs.append(opened)
-        elif tag == "img" and "output" in self._divs:
-            self.images.append(attrs.get("src", ""))
+        elif tag == "img":
+            if "output" in self._divs:
+                self.images.append(attrs.get("src", ""))
+            around = next((href for href in reversed(self._links) if href), None)
+            self.pictures.append((attrs.get("src", ""), attrs.get("alt"), around))
+        if tag == "a":
+            self._links.append(attrs.get("href"))
+            if "door" in self._divs and attrs.get("href"):
+                self.header_links.append(attrs["href"])
 
     def handle_endtag(self, tag):
+        if tag == "a" and self._links:
+            self._links.pop()
         if tag == "div" and self._divs:
             self._divs.pop()
         if tag in ("script", "style") and self._hidden:
@@ -299,7 +320,9 @@ def test_chapter_pages_link_to_running_them(site):
         _, _, path = chapter_files(site, chapter)
         shown = page(path)
         assert "make lab" in shown.plain and f"make check CHAPTER={chapter}" in shown.plain
-        assert any(link.endswith("instructors.html#docker") for link in shown.links), chapter
+        assert f"git clone {REPO}" in shown.plain, chapter
+        assert any(link.endswith("docker.html") for link in shown.links), chapter
+        assert "Instructors" not in shown.plain and "make site" not in shown.plain, chapter
         pull = [urllib.parse.urlsplit(link) for link in shown.links
                 if link.startswith(f"{HUB}/hub/user-redirect/git-pull?")]
         assert len(pull) == 1, f"{chapter}: {len(pull)} nbgitpuller links"
@@ -314,6 +337,58 @@ def test_chapter_pages_link_to_running_them(site):
         assert offered == student, f"{chapter}: the download is not the student notebook"
 
 
+def test_every_page_says_where_to_get_the_course(site):
+    """Every page: the repository and the home page's "Get the course" in its header, the clone
+    command and the student edition's zip at its foot; the zip is the student edition, as
+    `make student-edition` exports it from the same course, in one folder."""
+    zips = set()
+    for path in pages(site):
+        shown = page(path)
+        where = path.relative_to(site.html)
+        assert REPO in shown.header_links, f"{where}: no link to the repository in the header"
+        assert any(link.endswith("#get-the-course") for link in shown.header_links), where
+        assert f"git clone {REPO}" in shown.plain, f"{where}: no clone command"
+        offered = [link for link in shown.links if link.endswith("commlab-course.zip")]
+        assert offered, f"{where}: no link to the student edition"
+        zips |= {(path.parent / link).resolve() for link in offered}
+    assert zips == {(site.html / "commlab-course.zip").resolve()}, zips
+    edition = site.course.parent / "edition"
+    exported = subprocess.run([sys.executable, "helpers/scripts/student_edition.py", str(edition)],
+                              cwd=site.course, capture_output=True, text=True)
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    expected = {f"commlab-course/{path.relative_to(edition).as_posix()}": path.read_bytes()
+                for path in edition.rglob("*") if path.is_file()}
+    with zipfile.ZipFile(site.html / "commlab-course.zip") as archive:
+        zipped = {name: archive.read(name) for name in archive.namelist()}
+    assert zipped.keys() == expected.keys()
+    assert zipped == expected, "the zip's files differ from the student edition's"
+    assert "commlab-course/helpers/commlab/__init__.py" in zipped
+    assert not any(name.startswith(("commlab-course/solutions/", "commlab-course/grader/"))
+                   for name in zipped)
+
+
+def test_every_picture_has_words_and_links_to_its_full_size(site):
+    """No picture's alt text is empty or a file name (a screen reader would read the hash);
+    every picture of a chapter links to its own file, at full size."""
+    for path in pages(site):
+        for src, alt, _ in page(path).pictures:
+            where = f"{path.relative_to(site.html)}: {src}"
+            assert alt and alt.strip(), f"{where}: no alt text"
+            name = urllib.parse.unquote(src).rsplit("/", 1)[-1]
+            assert alt.strip() != name and not re.search(
+                r"\.(png|jpe?g|gif|svg|webp)\s*$", alt, re.I) and "_images/" not in alt, (
+                f"{where}: the alt text is a file name: {alt!r}")
+    for chapter in chapters():
+        _, _, path = chapter_files(site, chapter)
+        shown = page(path)
+        outputs = [(src, around) for src, _, around in shown.pictures if src in shown.images]
+        assert len(outputs) == len(shown.images)
+        for src, around in outputs:
+            assert around == src, f"{chapter}: {src} links to {around}, not to itself"
+    ring = page(chapter_files(site, "10_composing_and_cost")[2]).pictures
+    assert any("ring all-reduce" in (alt or "") for _, alt, _ in ring), ring
+
+
 def _build_module():
     spec = importlib.util.spec_from_file_location("site_build", ROOT / "helpers/site/build.py")
     module = importlib.util.module_from_spec(spec)
@@ -322,12 +397,19 @@ def _build_module():
     return module
 
 
-def test_without_a_hub_the_pages_say_how_to_set_one(tmp_path):
+def test_without_a_hub_or_a_repository_the_box_gives_the_student_edition(tmp_path):
+    """Built without a hub, a chapter's box has no hub link, and says nothing to instructors
+    (docs/site.md does); without a repository, no clone command either: the student edition."""
     build = _build_module()
-    anchors = {"start": "index", "docker": "instructors", "the-course-on-the-web": "instructors"}
-    box = build.run_box("01_broadcast", build.Links(), anchors)
-    assert "git-pull" not in box and "make site HUB=" in box
-    assert "(../instructors.md#the-course-on-the-web)" in box
+    box = build.run_box("01_broadcast", build.Links())
+    assert "git-pull" not in box and "JupyterHub" not in box
+    assert "Instructors" not in box and "make site" not in box and "git clone" not in box
+    assert "[student edition](../index.md#get-the-course)" in box
+    assert "(../index.md#start)" in box and "(../docker.md)" in box
+    with_repo = build.run_box("01_broadcast", build.Links(repo=REPO))
+    assert f"`git clone {REPO}`" in with_repo
+    door = "\n".join(build.get_the_course(build.Links()))
+    assert "git clone" not in door and build.EDITION_ZIP in door
     config = tmp_path / "site.toml"
     config.write_text('hub = "https://hub.example.edu"\nrepo = ""\n')
     with pytest.raises(build.SiteError, match="REPO is not"):
@@ -341,8 +423,9 @@ def test_without_a_hub_the_pages_say_how_to_set_one(tmp_path):
 def test_a_chapter_page_takes_only_the_students_cells_and_the_examples_outputs(tmp_path,
                                                                               monkeypatch):
     """Outputs stored on an answer or a test cell stay out of the page (today's chapters have
-    none there, a later one may); every other cell keeps the solution's outputs; a student
-    notebook that no longer matches its solution stops the build."""
+    none there, a later one may); every other cell keeps the solution's outputs, and a cell
+    that shows a picture gets its alt text and width; a student notebook that no longer
+    matches its solution stops the build."""
     build = _build_module()
     chapter = "01_broadcast"
     solution = notebook(ROOT / "solutions" / chapter / f"{chapter}.ipynb")
@@ -356,33 +439,64 @@ def test_a_chapter_page_takes_only_the_students_cells_and_the_examples_outputs(t
         (tmp_path / folder / chapter / f"{chapter}.ipynb").write_text(json.dumps(content))
     monkeypatch.setattr(build, "SOLUTIONS", tmp_path / "solutions")
     monkeypatch.setattr(build, "NOTEBOOKS", tmp_path / "notebooks")
-    anchors = {"start": "index", "docker": "instructors", "the-course-on-the-web": "instructors"}
 
-    made = build.chapter_page(chapter, build.Links(), anchors)["cells"]
+    made = build.chapter_page(chapter, build.Links())["cells"]
     assert made[1]["id"] == "run-this-chapter"
     made = made[:1] + made[2:]
     assert len(made) == len(student["cells"])
+    described = []
     for ours, theirs, cell in zip(solution["cells"], student["cells"], made, strict=True):
         assert cell["source"] == source(theirs)
         if cell["cell_type"] == "code":
             assert cell["outputs"] == ([] if graded(theirs) else ours["outputs"])
+            if "mystnb" in cell["metadata"]:
+                described.append(cell["metadata"]["mystnb"]["image"])
+    assert [options["alt"].split(":")[0] for options in described] == [
+        "dist.broadcast on 4 ranks"], described
+    assert all(options["width"] == "100%" for options in described)
 
     student["cells"][5]["source"] = "an edit made in notebooks/ alone"
     (tmp_path / "notebooks" / chapter / f"{chapter}.ipynb").write_text(json.dumps(student))
     with pytest.raises(build.SiteError, match="run `make generate`"):
-        build.chapter_page(chapter, build.Links(), anchors)
+        build.chapter_page(chapter, build.Links())
 
 
-def test_the_readme_pages_are_the_readmes_sections(site):
-    """The cheat sheet and the instructor's guide come from the README of the build, whole."""
-    readme = (site.course / "README.md").read_text(encoding="utf-8")
-    for heading, name in (("## Cheat sheet", "cheatsheet"), ("## For instructors", "instructors"),
-                          ("## The course on the web", "instructors")):
-        assert heading in readme
+def test_the_pages_are_the_readme_and_docs_pages_by_file(site):
+    """The home page is the README, each student's and instructor's page of docs/ a page of
+    its own with every heading of its file; the maintainers' pages are not on the site; the
+    student's pages (Docker, when something goes wrong) sit under "For students"."""
+    build = _build_module()
+    sources = {"README.md": "index"}
+    for names in build.SITE_DOCS.values():
+        sources.update({f"docs/{name}.md": name for name in names})
+    assert {"students", "docker", "instructors"} <= set(sources.values())
+    for source_file, name in sources.items():
+        text = (site.course / source_file).read_text(encoding="utf-8")
         shown = page(site.html / f"{name}.html")
-        assert heading.lstrip("# ") in shown.plain
-    tables = page(site.html / "cheatsheet.html").plain
-    assert "busbw factor" in tables and "`" not in tables
+        headings = [found.group(1) for found in re.finditer(r"(?m)^#{1,3} (.+)$", text)
+                    if not found.group(1).startswith("!")]
+        for heading in headings:
+            words = squash(re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", ""))
+            assert words in shown.plain, f"{name}.html lacks the heading {heading!r}"
+    for maintainers in ("how-it-works", "testing", "site"):
+        assert (site.course / "docs" / f"{maintainers}.md").exists()
+        assert not (site.html / f"{maintainers}.html").exists(), maintainers
+    home = page(site.html / "index.html")
+    assert {"start", "when-something-goes-wrong", "cheat-sheet", "get-the-course"} <= home.ids
+    assert "busbw factor" in home.plain
+    navigation = (site.html / "index.html").read_text(encoding="utf-8")
+    students = re.search(r"For students</span>.*?</ul>", navigation, re.S).group(0)
+    assert "docker.html" in students and "students.html" in students
+    assert "instructors.html" not in students
+    assert "When something goes wrong" not in page(site.html / "instructors.html").plain
+
+
+def test_no_page_loads_the_themes_icon_script(site):
+    """The theme's fontawesome.js (most of a page's bytes) stays out: the icons come from
+    the theme's stylesheet and web font."""
+    loading = [str(path.relative_to(site.html)) for path in pages(site)
+               if "fontawesome.js" in path.read_text(encoding="utf-8")]
+    assert not loading, loading
 
 
 # --- no solution anywhere ----------------------------------------------------------------------
@@ -405,6 +519,11 @@ def secret_lines(course: Path) -> dict[str, str]:
     published = []
     for path in sorted((course / "notebooks").glob("*/*.ipynb")):
         published += [source(cell) for cell in notebook(path)["cells"]]
+    # what every student gets with the chapters (the student edition): each chapter's visible
+    # test helpers (notebooks/NN_name/checks.py) and the commlab package
+    published += [path.read_text(encoding="utf-8")
+                  for path in [*sorted((course / "notebooks").glob("*/*.py")),
+                               *sorted((course / "helpers" / "commlab").rglob("*.py"))]]
     public = squash("\n".join(published))
     secrets = {}
     for path in sorted((course / "solutions").glob("*/*.ipynb")):
@@ -421,9 +540,12 @@ def secret_lines(course: Path) -> dict[str, str]:
 
 def readable(data: bytes) -> str:
     """A file's text as a reader or a program would get it back: as stored (Sphinx's
-    objects.inv and gzip files decompressed), with JSON's string escapes undone (notebooks,
-    search index), and with HTML's tags and entities undone (highlighted code is split into
-    spans), whitespace squashed."""
+    objects.inv and gzip files decompressed, a zip's files each read so), with JSON's string
+    escapes undone (notebooks, search index), and with HTML's tags and entities undone
+    (highlighted code is split into spans), whitespace squashed."""
+    if data.startswith(b"PK\x03\x04"):
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            return "\n\0\n".join(readable(archive.read(name)) for name in archive.namelist())
     if data.startswith(b"# Sphinx inventory"):
         header, _, packed = data.partition(b"zlib.\n")
         data = header + zlib.decompress(packed)
@@ -447,16 +569,19 @@ def found_secrets(data: bytes, secrets: dict[str, str]) -> list[str]:
 
 def test_no_solution_or_hidden_test_in_any_built_file(site):
     """No line of a solution or of a hidden test is in any file the build wrote: the site, and
-    the build's own folders beside it (page sources, Sphinx's doctrees, myst-nb's copies).
+    the build's own folders beside it (page sources, Sphinx's doctrees, myst-nb's copies), and
+    the student edition's zip, file by file.
 
     The lines looked for: every line between ``### BEGIN SOLUTION`` and ``### END SOLUTION``
     and between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS`` of every solution
     notebook, stripped, whitespace squashed, of at least SHORTEST_SECRET (12) characters, and
     not handed to every student already: a line found (as a substring) in the source of any
-    cell of any student notebook is not a secret (`rank, world_size = dist.get_rank(),
-    dist.get_world_size()` opens many answers and many worked examples; `if rank == src:` is
-    in stubs and prose). Shorter lines (`else:`, `return`, `ops = []`) say nothing of an answer.
-    The README, whose sections are pages of the site, gets no such pass.
+    cell of any student notebook, or in what comes with them (each chapter's `checks.py`, the
+    `commlab` package), is not a secret (`rank, world_size = dist.get_rank(),
+    dist.get_world_size()` opens many answers and many worked examples; `if rank == src:` is in
+    stubs and prose; `if rank > 0:` is in commlab's pipeline). Shorter lines (`else:`, `return`,
+    `ops = []`) say nothing of an answer. The README and docs/, whose pages are pages of the
+    site, get no such pass.
     Each file is read as stored, with JSON's escapes undone and with HTML's tags and entities
     undone, so that highlighted, escaped or JSON-quoted code is found as well.
     """
@@ -489,6 +614,10 @@ def test_the_scan_finds_solutions_where_they_are():
     assert set(found_secrets(highlighted, mine)) == set(mine)
     assert not found_secrets((ROOT / "notebooks/01_broadcast/01_broadcast.ipynb").read_bytes(),
                              mine)
+    packed = io.BytesIO()
+    with zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("course/notebooks/x.ipynb", path.read_bytes())
+    assert set(found_secrets(packed.getvalue(), mine)) == set(mine)
 
 
 # --- in a browser ------------------------------------------------------------------------------
@@ -555,3 +684,68 @@ def test_pages_and_pictures_render_in_a_browser(site, browser):
         finally:
             context.close()
     assert not elsewhere, f"the pages asked for files from elsewhere: {elsewhere[:10]}"
+
+
+# the code blocks a reader copies (conf.py's copybutton_selector): not the cells' outputs
+COPYABLE = "div:not(.output) > div.highlight pre"
+
+
+@pytest.mark.browser
+def test_every_page_has_copy_buttons_fits_a_phone_and_shows_whole_tables(site, browser):
+    """Every page of the site in Chromium: each code block has its copy button (which copies
+    the block's text); at 1400 px wide every table is whole, no column cut off behind a scroll
+    bar; at 375 px (a phone) the page is no wider than the screen, long inline code included."""
+    problems: list[str] = []
+    with served(site.html) as base, step("site: every page at 1400 px and at 375 px"):
+        for width in (1400, 375):
+            context = browser.new_context(viewport={"width": width, "height": 900})
+            view = context.new_page()
+            try:
+                for path in pages(site):
+                    name = path.relative_to(site.html).as_posix()
+                    view.goto(f"{base}/{name}", wait_until="load")
+                    if width == 1400:
+                        blocks = view.locator(COPYABLE).count()
+                        buttons = view.locator(f"{COPYABLE} + button.copybtn, "
+                                               f"{COPYABLE} ~ button.copybtn").count()
+                        if blocks != buttons:
+                            problems.append(f"{name}: {blocks} code blocks, {buttons} copy "
+                                            "buttons")
+                        cut = view.locator(".pst-scrollable-table-container").evaluate_all(
+                            "frames => frames.filter(f => f.scrollWidth > f.clientWidth + 1)"
+                            ".map(f => f.querySelector('th, td').textContent.trim())")
+                        if cut:
+                            problems.append(f"{name}: tables cut off at 1400 px: {cut}")
+                    else:
+                        wide = view.evaluate("document.documentElement.scrollWidth")
+                        if wide > width:
+                            problems.append(f"{name}: {wide} px wide at {width} px")
+            finally:
+                context.close()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.browser
+def test_a_copy_button_copies_the_code(site, browser):
+    """The home page's first code block, copied with its button, is on the clipboard as
+    written (the make commands), its comments included."""
+    with served(site.html) as base:
+        context = browser.new_context(viewport={"width": 1400, "height": 900},
+                                      permissions=["clipboard-read", "clipboard-write"])
+        view = context.new_page()
+        try:
+            view.goto(f"{base}/index.html", wait_until="load")
+            block = view.locator("#start " + COPYABLE).first
+            block.hover()
+            view.locator("#start button.copybtn").first.click()
+            copied = view.evaluate("navigator.clipboard.readText()")
+        finally:
+            context.close()
+    assert copied.strip() == block_text(site, "make lab"), copied
+
+
+def block_text(site: Site, first: str) -> str:
+    """The README's fenced code block that starts with ``first``, as written."""
+    readme = (site.course / "README.md").read_text(encoding="utf-8")
+    return next(block for block in re.findall(r"```\w*\n(.*?)```", readme, re.S)
+                if block.startswith(first)).strip()

@@ -1,7 +1,7 @@
-"""The README's Slurm recipe, as written there, on a real one-node cluster (Debian's Slurm and
-munge, set up in a scratch folder): a job array grades a class in slices, a merge job runs once
-every task has succeeded; twice in a row in the same course folder; then a killed task and a
-slice given twice, which merge refuses.
+"""The Slurm recipe of docs/instructors.md, as written there, on a real one-node cluster (Debian's
+Slurm and munge, set up in a scratch folder): a job array grades a class in slices, a merge job
+runs once every task has succeeded; twice in a row in the same course folder; then a killed task
+and a slice given twice, which merge refuses.
 
 Scaled to this machine: three tasks of one CPU each, on two CPUs. Skipped, with the reason,
 where Slurm cannot be installed and started (not root, not Debian); CI installs it.
@@ -29,18 +29,19 @@ pytestmark = pytest.mark.skipif(slurm.why_not() is not None, reason=str(slurm.wh
 CHAPTER = "01_broadcast"
 CLASS = {"ann": correct(CHAPTER), "ben": release(CHAPTER), "cat": correct(CHAPTER)}
 SCORES = {"ann": "4", "ben": "0", "cat": "4"}
-# the README's sizes for a big cluster -> this machine's
+# the recipe's sizes for a big cluster -> this machine's
 SCALED = {"--array=1-8": "--array=1-3", "--cpus-per-task=16": "--cpus-per-task=1",
           "--mem=64G": "--mem=3G"}
 
 
-def readme_recipe() -> str:
-    """The README's Slurm commands (the code block that submits grader/slurm/grade.sbatch),
-    scaled to this machine."""
-    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+def documented_recipe() -> str:
+    """The Slurm commands of docs/instructors.md (the code block that submits
+    grader/slurm/grade.sbatch), scaled to this machine."""
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "docs" / "instructors.md").read_text(),
+                        re.S)
     [block] = [b for b in blocks if "grader/slurm/grade.sbatch" in b]
     for big, small in SCALED.items():
-        assert block.count(big) == 1, f"the README's recipe no longer says {big}"
+        assert block.count(big) == 1, f"docs/instructors.md's recipe no longer says {big}"
         block = block.replace(big, small)
     return block
 
@@ -64,9 +65,9 @@ def course(tmp_path_factory) -> Path:
 
 
 def submit(course: Path, cluster: slurm.Cluster) -> tuple[str, str]:
-    """Run the README's commands in the course's root; the array's and the merge's job ids."""
+    """Run the documented commands in the course's root; the array's and the merge's job ids."""
     done = subprocess.run(["bash", "-euo", "pipefail", "-c",
-                           readme_recipe() + 'echo "array job $array"\n'],
+                           documented_recipe() + 'echo "array job $array"\n'],
                           cwd=course, env=cluster.env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -142,8 +142,7 @@ def unlisted_warning(students: list[str]) -> str:
     return (f"{len(students)} student{'s' if len(students) > 1 else ''} not on the roster "
             f"handed in: {', '.join(students)} (graded; their rows in grades.csv say so). A "
             "misspelt roster line, a guest, or submissions filed under a wrong name (on a hub, "
-            "the server's user instead of the login: README, \"Teaching a class on a "
-            "JupyterHub\")?")
+            "the server's user instead of the login: docs/hub.md, \"Who handed in\")?")
 
 
 def _printable(name: str) -> str:

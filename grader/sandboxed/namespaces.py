@@ -49,8 +49,8 @@ def not_available_message() -> str:
             "and network access. Grading goes on without the sandbox and notes.json says so.")
     if os.environ.get(IN_IMAGE):
         return (f"{head} This is the instructor image: start it with the network off "
-                "(docker run --network none ...) and pass --no-sandbox, as the README's grading "
-                "command does.")
+                "(docker run --network none ...) and pass --no-sandbox, as the grading command "
+                "of docs/security.md, \"Grading without namespaces\", does.")
     return (f"{head} (macOS, Ubuntu 24.04's default AppArmor policy and some containers forbid "
             "them.) To grade safely, grade inside the instructor image with the network off, "
             "keeping the gradebook on the host:\n"

@@ -421,7 +421,7 @@ def check_writable(folder: Path, what: str) -> None:
             f"the user running the grader (uid {os.getuid()}) write access to it, or choose "
             "another folder. In Docker, build the instructor image with --build-arg "
             "UID=\"$(id -u)\" --build-arg GID=\"$(id -g)\" so that the container's user is you "
-            "(README, \"For instructors\").") from None
+            "(docs/security.md, \"Grading without namespaces\").") from None
 
 
 def _finish(batch: Batch, out: Path, settings: Settings, run: _Run, folder: Path,

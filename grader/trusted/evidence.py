@@ -18,8 +18,8 @@ and closed, datagrams. No rank can change those numbers. A case's result passes 
 
 What no count can tell: which of two calls that move the same bytes between the same ranks was
 made (``dist.broadcast``, or ``dist.send`` to every rank), and when. Checks of call names,
-``async_op`` and times read the trace, which is the ranks' word (README, "What the grader
-protects against").
+``async_op`` and times read the trace, which is the ranks' word (docs/security.md, "What the
+evidence cannot tell, and how it is weighed").
 """
 
 from __future__ import annotations

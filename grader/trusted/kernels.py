@@ -151,6 +151,7 @@ def _why(folder: Path, what: str, reason: str) -> str:
             f"lines of its log:\n{tail}\nWhat to try: run `{sys.executable} -m ipykernel_launcher"
             " --help` to check that this Python can start a kernel; if the log shows a mount, "
             "unshare or `not found` error, the sandbox is at fault here: grade with "
-            "--no-sandbox inside the instructor image started with --network none (README, "
-            "\"For instructors\"). What was graded before this is kept.")
+            "--no-sandbox inside the instructor image started with --network none "
+            "(docs/security.md, \"Grading without namespaces\"). What was graded before this "
+            "is kept.")
 

@@ -1,6 +1,6 @@
 """nbgrader in a student's server of the course's image (installed as the environment's
 nbgrader_config.py): the exchange, the course and who the student is, from the environment a
-JupyterHub's spawner gives the server (README, "Teaching a class on a JupyterHub").
+JupyterHub's spawner gives the server (docs/hub.md, "Teaching a class on a JupyterHub").
 
 NBGRADER_EXCHANGE  the exchange's folder inside the container (default /srv/nbgrader/exchange)
 COMMLAB_COURSE_ID  nbgrader's course id (default commlab)

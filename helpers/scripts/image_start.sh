@@ -26,7 +26,7 @@ shm_mb=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print int($2 / 1024)}')
 if [ -n "$shm_mb" ] && [ "$shm_mb" -lt 256 ]; then
     say "/dev/shm holds ${shm_mb} MB: the chapters' ranks on GPUs (NCCL) need more. Start the" \
         "container with --shm-size=1g (DockerSpawner: extra_host_config shm_size; Kubernetes:" \
-        "an emptyDir of medium Memory on /dev/shm, README \"Teaching a class on a JupyterHub\")."
+        "an emptyDir of medium Memory on /dev/shm, docs/hub.md, \"Day one\")."
 fi
 
 fill() {

@@ -17,7 +17,7 @@
 #         not https://download.pytorch.org/whl/$TORCH (only torch comes from it)
 #
 # In an image build, a pip configuration and a CA bundle given as the build secrets pip_conf
-# and ca_bundle (README, Docker) are used as pip's (PIP_CONFIG_FILE, PIP_CERT); secrets are
+# and ca_bundle (docs/docker.md) are used as pip's (PIP_CONFIG_FILE, PIP_CERT); secrets are
 # never stored in the image.
 set -eu
 
@@ -41,7 +41,7 @@ if [ -x "$VENV/bin/python" ]; then
 else
     interpreter=$PYTHON
     advice="install it (python.org, your package manager, pyenv or 'uv python install 3.11') \
-and run make PYTHON=python3.11 ..., or use the Docker image (README, Docker)"
+and run make PYTHON=python3.11 ..., or use the Docker image (docs/docker.md)"
 fi
 found=$("$interpreter" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || {
     echo "Python $MINIMUM or newer is needed, and '$interpreter' could not be run; $advice" >&2

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 EDITION = (
     "README.md",
+    "docs",  # the course's documentation by reader, which the README links to
     "LICENSE",  # the code's licence (MIT), which asks to travel with every copy
     "LICENSE-CHAPTERS",  # the chapters' (CC BY 4.0), likewise
     "CITATION.cff",

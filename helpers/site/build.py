@@ -1,15 +1,20 @@
-"""Build the course's website (`make site`): a home page, a page per chapter, the cheat sheet,
-the commlab helper and the instructor's guide, as static files in build/site/html.
+"""Build the course's website (`make site`): a home page, a page per chapter and the pages of
+docs/ written for students and instructors, as static files in build/site/html.
 
 The pages are made at every build from what the course already has, never copied by hand:
 
 - a chapter page is the student notebook (notebooks/NN_name/NN_name.ipynb), exercises and
   visible tests as the student gets them, with the stored outputs of the solution notebook
   (solutions/) on every other cell: the worked examples' output and the pictures drawn from
-  the run. Answer and test cells show no output (theirs would give results away). Nothing
-  else is taken from solutions/;
-- the home page, the cheat sheet, the helper's page and the instructor's guide are the README's
-  sections, the chapter table made from the folders of solutions/.
+  the run, each picture with words for what it shows (pictures.py). Answer and test cells show
+  no output (theirs would give results away). Nothing else is taken from solutions/;
+- the home page is the README, its chapter table linked to the chapter pages, with a section
+  on getting the course: the clone command and the repository (REPO), and the student edition
+  as a zip (the course without solutions/, grader/ and tests/, as `make student-edition`
+  exports it), which holds the `commlab` package every chapter needs;
+- each page of docs/ that SITE_DOCS names is a page of the site, read whole by file. The
+  maintainers' pages (how it works, tests, this site) stay in the repository: a link to them,
+  or to any other file the site has no page for, becomes its text.
 
 Sphinx (with myst-nb, which reads notebooks without running them) then writes the HTML. Every
 warning stops the build: a broken link or a missing picture is a fault of the site.
@@ -22,13 +27,18 @@ from __future__ import annotations
 
 import argparse
 import copy
+import io
 import json
+import posixpath
 import re
 import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 import urllib.parse
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,17 +46,30 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 # the chapters are the folders of solutions/, as every tool of the course reads them
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+from pictures import picture_alt  # noqa: E402
+
 from grader.course import NOTEBOOKS, SOLUTIONS, chapters  # noqa: E402
 
-# The README's level-2 sections that start a page of their own; each later section goes on the
-# page of the one before it, so "For instructors" and everything after it is the instructor's
-# guide. What comes before the first of them is the home page.
-PAGE_STARTS = {"cheat-sheet": "cheatsheet", "the-helper-commlab": "commlab",
-               "for-instructors": "instructors"}
+# The pages of docs/ that the site has, under their caption in the navigation, after the
+# chapters. The README is the home page.
+SITE_DOCS = {
+    "For students": ("students", "commlab", "docker"),
+    "For instructors": ("instructors", "security", "hub"),
+}
 HOME = "index"
-CHAPTER_TABLE_SECTION = "the-chapters"
+# The student edition, zipped: in the site's root, its files in one folder of this name
+EDITION_FOLDER = "commlab-course"
+EDITION_ZIP = f"{EDITION_FOLDER}.zip"
+# Files copied as they are to the site's root (conf.py's html_extra_path)
+EXTRA = "_extra"
+CHAPTER_TABLE_HEADER = re.compile(r"^\|\s*chapter\s*\|\s*what it teaches\s*\|")
 FENCE = re.compile(r"^\s*(```|~~~)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+# [text](target): the text may hold one level of brackets
+LINK = re.compile(r"(!?)\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*([^)\s]+)\s*\)")
+CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
+SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
 class SiteError(Exception):
@@ -57,21 +80,25 @@ class SiteError(Exception):
 
 @dataclass(frozen=True)
 class Links:
-    """Where a chapter page sends a learner: the class's JupyterHub and the course's repository."""
+    """Where the pages send a learner: the class's JupyterHub and the course's repository."""
 
     hub: str = ""
     repo: str = ""
     branch: str = "main"
+
+    @property
+    def folder(self) -> str:
+        """The folder `git clone REPO` makes."""
+        return self.repo.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
 
     def hub_link(self, chapter: str) -> str:
         """The nbgitpuller link that clones or updates the course on the hub and opens the
         chapter's notebook in JupyterLab, or "" when no hub is set."""
         if not self.hub:
             return ""
-        folder = self.repo.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
         query = urllib.parse.urlencode({
             "repo": self.repo,
-            "urlpath": f"lab/tree/{folder}/notebooks/{chapter}/{chapter}.ipynb",
+            "urlpath": f"lab/tree/{self.folder}/notebooks/{chapter}/{chapter}.ipynb",
             "branch": self.branch,
         })
         return f"{self.hub.rstrip('/')}/hub/user-redirect/git-pull?{query}"
@@ -143,9 +170,10 @@ def chapter_summary(notebook: dict) -> str:
     return ""
 
 
-def chapter_page(chapter: str, links: Links, anchors: dict[str, str]) -> dict:
+def chapter_page(chapter: str, links: Links) -> dict:
     """The chapter's page as a notebook: the student's cells, the solution's outputs on every
-    cell that is neither an answer nor a test, and how to run the chapter after the title."""
+    cell that is neither an answer nor a test, each picture with its alt text and a link to
+    its full size, and how to run the chapter after the title."""
     solution = read_notebook(SOLUTIONS / chapter / f"{chapter}.ipynb")
     student = read_notebook(NOTEBOOKS / chapter / f"{chapter}.ipynb")
     stale = (f"notebooks/{chapter} does not match solutions/{chapter} ({{}}): run `make "
@@ -153,7 +181,11 @@ def chapter_page(chapter: str, links: Links, anchors: dict[str, str]) -> dict:
     if len(solution["cells"]) != len(student["cells"]):
         raise SiteError(stale.format(f"{len(student['cells'])} cells, not "
                                      f"{len(solution['cells'])}"))
+    # the pictures' words come from the student's cells: the picture cells are the same in
+    # both, and the answers the student's notebook lacks are never read
+    code_sources = [_source(cell) for cell in student["cells"] if cell["cell_type"] == "code"]
     cells = []
+    code_index = -1
     for index, (ours, theirs) in enumerate(zip(solution["cells"], student["cells"], strict=True)):
         where = f"cell {index}"
         if (ours["cell_type"] != theirs["cell_type"]
@@ -172,217 +204,217 @@ def chapter_page(chapter: str, links: Links, anchors: dict[str, str]) -> dict:
         if tags:
             cell["metadata"]["tags"] = tags
         if cell["cell_type"] == "code":
+            code_index += 1
             # an answer's or a test's output would show what the solution gives
             cell["outputs"] = [] if graded else copy.deepcopy(ours.get("outputs", []))
             cell["execution_count"] = None if graded else ours.get("execution_count")
+            describe_pictures(cell, code_sources, code_index)
         cells.append(cell)
     cells.insert(1 if cells else 0, {"cell_type": "markdown", "id": "run-this-chapter",
-                                     "metadata": {}, "source": run_box(chapter, links, anchors)})
+                                     "metadata": {}, "source": run_box(chapter, links)})
     metadata = {key: student["metadata"][key] for key in ("kernelspec", "language_info")
                 if key in student.get("metadata", {})}
     return {"cells": cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}
 
 
-def run_box(chapter: str, links: Links, anchors: dict[str, str]) -> str:
-    """The box under a chapter's title: how to run it on your machine, in Docker, on a hub."""
+def describe_pictures(cell: dict, sources: list[str], index: int) -> None:
+    """A cell that shows a picture gets words for it, for a screen reader (myst-nb's image
+    ``alt``, a cell's option), and a width, which makes Sphinx link the picture to its
+    full-size file: the pictures are wider than the page, and their labels are small once
+    shrunk to it."""
+    pictures = ("image/png", "image/jpeg", "image/gif", "image/svg+xml")
+    if any(mime in output.get("data", {}) for output in cell["outputs"] for mime in pictures):
+        cell["metadata"]["mystnb"] = {"image": {"alt": picture_alt(sources, index),
+                                                "width": "100%"}}
+
+
+def run_box(chapter: str, links: Links) -> str:
+    """The box under a chapter's title: how to get the course and run the chapter on your
+    machine, in Docker, on the class's hub (when the site has its address)."""
     notebook = f"`{chapter}/{chapter}.ipynb`"
-    clone = f"`git clone {links.repo}`, then " if links.repo else ""
-    start = page_link("start", anchors, "how to start")
-    docker = page_link("docker", anchors, "how")
-    if links.hub:
-        host = urllib.parse.urlsplit(links.hub).netloc
-        hub = (f"[open this chapter on {host}]({links.hub_link(chapter)}). The hub copies the "
-               "course into your home folder, or brings your copy up to date and keeps your "
-               "changes, and opens the chapter.")
-    else:
-        how = page_link("the-course-on-the-web", anchors, "how")
-        hub = ("this site was built without a hub address, so it has no link to one. "
-               "Instructors: build it with `make site HUB=https://your-hub.example.edu "
-               "REPO=<the course's git address>`, or set both in `helpers/site/site.toml` "
-               f"({how}).")
-    return "\n".join([
+    edition = "the [student edition](../index.md#get-the-course)"
+    get = f"`git clone {links.repo}` or download {edition}" if links.repo else \
+        f"download {edition}"
+    lines = [
         "```{admonition} Run this chapter",
         ":class: tip",
         "",
-        f"- **On your computer**: {clone}`make lab` in the course's folder ({start}). "
-        f"JupyterLab opens on `work/`, your own copy of the chapters: open {notebook}. "
-        f"`make check CHAPTER={chapter}` says which of its visible tests your notebook passes.",
-        f"- **In Docker**: build and start the course's image ({docker}); its JupyterLab opens "
-        f"on your copy of the chapters: open {notebook}.",
-        f"- **On your class's JupyterHub**: {hub}",
-        f"- **The notebook alone**: {{download}}`{chapter}.ipynb </_notebooks/{chapter}.ipynb>`, "
-        "as a student starts from it (no outputs, exercises to fill in; it needs the course's "
-        "`commlab` package).",
+        f"- **On your computer**: {get}, then `make lab` in the course's folder ([how to "
+        f"start](../index.md#start)). JupyterLab opens on `work/`, your own copy of the "
+        f"chapters: open {notebook}. `make check CHAPTER={chapter}` says which of its visible "
+        "tests your notebook passes.",
+        "- **In Docker**: build and start the course's image ([how](../docker.md)); its "
+        f"JupyterLab opens on your copy of the chapters: open {notebook}.",
+    ]
+    if links.hub:
+        host = urllib.parse.urlsplit(links.hub).netloc
+        lines.append(f"- **On your class's JupyterHub**: [open this chapter on {host}]"
+                     f"({links.hub_link(chapter)}). The hub copies the course into your home "
+                     "folder, or brings your copy up to date and keeps your changes, and opens "
+                     "the chapter.")
+    lines += [
+        f"- **The notebook alone**: {{download}}`{chapter}.ipynb </_notebooks/{chapter}.ipynb>`,"
+        " as a student starts from it (no outputs, exercises to fill in). It runs in the "
+        "course's folder, whose `commlab` package it needs.",
         "```",
-    ])
+    ]
+    return "\n".join(lines)
 
 
-# --- the README's pages ------------------------------------------------------------------------
+# --- the README's and docs/'s pages ------------------------------------------------------------
 
-def slug(heading: str) -> str:
-    """A heading's anchor as GitHub and MyST make it: `## The helper: \\`commlab\\`` is
-    the-helper-commlab."""
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
-    text = text.replace("`", "").replace("*", "").strip().lower()
-    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
-
-
-@dataclass
-class Section:
-    """A level-2 section of the README: its heading and its lines, heading included."""
-
-    heading: str
-    lines: list[str]
-
-    @property
-    def slug(self) -> str:
-        return slug(self.heading)
-
-
-def split_readme(text: str) -> tuple[list[str], list[Section]]:
-    """(the lines before the first level-2 heading, the level-2 sections), code blocks kept
-    whole."""
-    preamble: list[str] = []
-    sections: list[Section] = []
-    fenced = False
-    for line in text.splitlines():
-        if FENCE.match(line):
-            fenced = not fenced
-        found = None if fenced else HEADING.match(line)
-        if found and len(found.group(1)) == 2:
-            sections.append(Section(found.group(2), [line]))
-        elif sections:
-            sections[-1].lines.append(line)
-        else:
-            preamble.append(line)
-    return preamble, sections
-
-
-def assign_pages(sections: list[Section]) -> dict[str, list[Section]]:
-    pages: dict[str, list[Section]] = {HOME: []}
-    page = HOME
-    for section in sections:
-        page = PAGE_STARTS.get(section.slug, page)
-        pages.setdefault(page, []).append(section)
-    missing = [name for key, name in PAGE_STARTS.items() if name not in pages]
-    if missing:
-        raise SiteError(f"the README has no section for the site's page(s) {', '.join(missing)} "
-                        f"(level-2 headings whose anchors are {', '.join(PAGE_STARTS)}): put "
-                        "them back, or change PAGE_STARTS in helpers/site/build.py")
+def site_pages() -> dict[str, str]:
+    """{file of the course: its page on the site}: the README is the home page, and each page
+    of docs/ that SITE_DOCS names a page of the same name."""
+    pages = {"README.md": HOME}
+    for names in SITE_DOCS.values():
+        pages.update({f"docs/{name}.md": name for name in names})
     return pages
 
 
-def heading_anchors(pages: dict[str, list[Section]], preamble: list[str]) -> dict[str, str]:
-    """Every heading's anchor -> the page it is on."""
-    anchors: dict[str, str] = {}
-    for page, sections in pages.items():
-        lines = [line for section in sections for line in section.lines]
-        if page == HOME:
-            lines = preamble + lines
-        fenced = False
-        for line in lines:
-            if FENCE.match(line):
-                fenced = not fenced
-            found = None if fenced else HEADING.match(line)
-            if found:
-                anchors.setdefault(slug(found.group(2)), page)
-    return anchors
+def read_page(source: str) -> str:
+    path = ROOT / source
+    if not path.is_file():
+        raise SiteError(f"{source} is missing, and the site has a page made from it: put it "
+                        "back, or take it out of SITE_DOCS in helpers/site/build.py")
+    return path.read_text(encoding="utf-8")
 
 
-def page_link(anchor: str, anchors: dict[str, str], text: str) -> str:
-    """A Markdown link, from a chapter page, to a README heading on whichever page holds it."""
-    if anchor not in anchors:
-        raise SiteError(f"the README has no heading with the anchor #{anchor}, which the "
-                        "chapter pages link to: put it back, or change helpers/site/build.py")
-    return f"[{text}](../{anchors[anchor]}.md#{anchor})"
+def rewrite_links(text: str, source: str, pages: dict[str, str]) -> str:
+    """``source``'s links to other files of the course, pointed at their pages on the site;
+    a link to a file the site has no page for becomes its text. Code, fenced or inline, is
+    left as it is."""
+    here = pages[source]
 
-
-def rewrite_links(lines: list[str], page: str, anchors: dict[str, str]) -> list[str]:
-    """The README's links to its own sections, pointed at the page that holds each; links to
-    files of the repository become their text (the site has no copy of them)."""
-    def to_section(found: re.Match) -> str:
-        anchor = found.group(2)
-        target = anchors.get(anchor)
-        if target is None or target == page:
+    def relink(found: re.Match, code: list[tuple[int, int]]) -> str:
+        image, text, target = found.groups()
+        if (image or SCHEME.match(target) or target.startswith("#")
+                or any(start <= found.start() < end for start, end in code)):
             return found.group(0)
-        return f"[{found.group(1)}]({target}.md#{anchor})"
+        path, hashmark, anchor = target.partition("#")
+        linked = posixpath.normpath(posixpath.join(posixpath.dirname(source),
+                                                   urllib.parse.unquote(path)))
+        page = pages.get(linked)
+        if page is None:
+            return text
+        if page == here:
+            return f"[{text}](#{anchor})" if anchor else text
+        return f"[{text}]({page}.md{hashmark}{anchor})"
 
-    def to_file(found: re.Match) -> str:
-        return found.group(1)
-
-    out, fenced = [], False
-    for line in lines:
-        if FENCE.match(line):
-            fenced = not fenced
+    out = []
+    for fenced, part in blocks(text):
         if not fenced:
-            line = re.sub(r"\[([^\]]*)\]\((?![a-z][a-z0-9+.-]*:|#)[^)\s]+\)", to_file, line)
-            line = re.sub(r"\[([^\]]*)\]\(#([^)\s]+)\)", to_section, line)
-        out.append(line)
-    return out
+            code = [found.span() for found in CODE_SPAN.finditer(part)]
+            part = LINK.sub(lambda found, code=code: relink(found, code), part)
+        out.append(part)
+    return "".join(out).rstrip("\n") + "\n"
 
 
-def promote(lines: list[str]) -> list[str]:
-    """A section that opens a page becomes its title: every heading one level up."""
-    out, fenced = [], False
-    for line in lines:
-        if FENCE.match(line):
-            fenced = not fenced
-        found = None if fenced else HEADING.match(line)
-        out.append(line[1:] if found and len(found.group(1)) > 1 else line)
-    return out
+def blocks(text: str) -> list[tuple[bool, str]]:
+    """The text in runs of lines: (True, a fenced code block) or (False, the prose between),
+    lines ends kept, so that joining them gives the text back. A link may span lines of prose."""
+    runs: list[tuple[bool, list[str]]] = []
+    fenced = False
+    for line in text.splitlines(keepends=True):
+        opens = FENCE.match(line) is not None and not fenced
+        closes = FENCE.match(line) is not None and fenced
+        inside = fenced or opens
+        if not runs or runs[-1][0] != inside:
+            runs.append((inside, []))
+        runs[-1][1].append(line)
+        fenced = (fenced or opens) and not closes
+    return [(inside, "".join(lines)) for inside, lines in runs]
 
 
-def chapter_table(lines: list[str], rows: list[tuple[str, str, str]]) -> list[str]:
-    """The section's chapter table, made again from the chapters that exist: each name a link
+def chapter_table(text: str, rows: list[tuple[str, str, str]]) -> str:
+    """The README's chapter table, made again from the chapters that exist: each name a link
     to its page; what it teaches from the README's row, else from the chapter's first lines."""
+    lines = text.splitlines()
+    start = next((index for index, line in enumerate(lines)
+                  if CHAPTER_TABLE_HEADER.match(line)), None)
+    if start is None:
+        raise SiteError("the README has no chapter table (a table whose header is `| chapter | "
+                        "what it teaches |`), from which the home page links to the chapters: "
+                        "put it back")
+    end = start
     described: dict[str, str] = {}
-    start = end = None
-    for index, line in enumerate(lines):
-        if line.startswith("|"):
-            start = index if start is None else start
-            end = index + 1
-            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-            if len(cells) >= 2 and cells[0].startswith("`"):
-                described[cells[0].strip("`")] = cells[1]
-        elif start is not None:
-            break
+    while end < len(lines) and lines[end].startswith("|"):
+        cells = [cell.strip() for cell in lines[end].strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].startswith("`"):
+            described[cells[0].strip("`")] = cells[1]
+        end += 1
     table = ["| chapter | what it teaches |", "|---|---|"]
     for chapter, title, summary in rows:
         text = described.get(chapter) or summary.replace("|", "\\|")
         table.append(f"| [{title}](chapters/{chapter}.ipynb) | {text} |")
-    if start is None:
-        return lines + [""] + table
-    return lines[:start] + table + lines[end:]
+    return "\n".join(lines[:start] + table + lines[end:]) + "\n"
 
 
-def readme_pages(readme: str, rows: list[tuple[str, str, str]]
-                 ) -> tuple[dict[str, str], dict[str, str]]:
-    """({page name: MyST Markdown}, {anchor: page}) from the README."""
-    preamble, sections = split_readme(readme)
-    pages = assign_pages(sections)
-    anchors = heading_anchors(pages, preamble)
-    out = {}
-    for page, page_sections in pages.items():
-        lines = rewrite_links(preamble, page, anchors) if page == HOME else []
-        for number, section in enumerate(page_sections):
-            body = rewrite_links(section.lines, page, anchors)
-            if section.slug == CHAPTER_TABLE_SECTION:
-                body = chapter_table(body, rows)
-            if page != HOME and number == 0:
-                body = promote(body)
-            lines += body
-        if page == HOME:
-            lines += home_contents(rows, list(pages))
-        out[page] = "\n".join(lines) + "\n"
-    return out, anchors
+def get_the_course(links: Links) -> list[str]:
+    """The home page's section on getting the course, which every page's header links to."""
+    lines = ["## Get the course", ""]
+    if links.repo:
+        lines += [f"With git, from the course's repository (<{links.repo}>):", "",
+                  "```bash", f"git clone {links.repo}", f"cd {links.folder}", "```", "",
+                  "Or as a download: the student edition,"]
+    else:
+        lines += ["As a download: the student edition,"]
+    lines += [f'<a href="{EDITION_ZIP}" download>{EDITION_ZIP}</a> (the chapters with their '
+              "exercises, the course's `commlab` package that they need, the Makefile and the "
+              "pins, without the solutions); unzip it and go into its folder, "
+              f"`{EDITION_FOLDER}`. Then [start](#start)."]
+    if links.hub:
+        lines += ["", "On your class's JupyterHub, each chapter's page has a link that opens "
+                  "the chapter there."]
+    return lines + [""]
 
 
-def home_contents(rows: list[tuple[str, str, str]], pages: list[str]) -> list[str]:
-    """The site's navigation, from the home page: the chapters, then the README's other pages."""
-    chapter_entries = [f"chapters/{chapter}" for chapter, _, _ in rows]
-    others = [page for page in pages if page != HOME]
-    return ["", "```{toctree}", ":hidden:", ":caption: Chapters", "", *chapter_entries, "```",
-            "", "```{toctree}", ":hidden:", ":caption: Reference", "", *others, "```"]
+def home_page(readme: str, links: Links, rows: list[tuple[str, str, str]]) -> str:
+    """The README with its chapter table linked, "Get the course" before its first section,
+    and the site's navigation."""
+    lines = chapter_table(readme, rows).splitlines()
+    fenced, first = False, len(lines)
+    for index, line in enumerate(lines):
+        if FENCE.match(line):
+            fenced = not fenced
+        found = None if fenced else HEADING.match(line)
+        if found and len(found.group(1)) == 2:
+            first = index
+            break
+    lines[first:first] = get_the_course(links)
+    return "\n".join(lines + navigation(rows)) + "\n"
+
+
+def navigation(rows: list[tuple[str, str, str]]) -> list[str]:
+    """The site's navigation, from the home page: the chapters, then docs/'s pages."""
+    tocs = [("Chapters", [f"chapters/{chapter}" for chapter, _, _ in rows])]
+    tocs += [(caption, list(names)) for caption, names in SITE_DOCS.items()]
+    out = []
+    for caption, entries in tocs:
+        out += ["", "```{toctree}", ":hidden:", f":caption: {caption}", "", *entries, "```"]
+    return out
+
+
+def student_edition_zip() -> bytes:
+    """The student edition, as `make student-edition` exports it, zipped in one folder; the
+    same files give the same bytes (fixed dates, sorted names), so that a build with nothing
+    changed leaves the zip as it was."""
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch) / EDITION_FOLDER
+        done = subprocess.run([sys.executable, str(ROOT / "helpers/scripts/student_edition.py"),
+                               str(folder)], capture_output=True, text=True)
+        if done.returncode:
+            raise SiteError("the student edition could not be exported (make "
+                            f"student-edition):\n{done.stdout}{done.stderr}")
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                info = zipfile.ZipInfo(f"{EDITION_FOLDER}/{path.relative_to(folder).as_posix()}",
+                                       date_time=(1980, 1, 1, 0, 0, 0))
+                info.external_attr = (0o755 if path.stat().st_mode & 0o111 else 0o644) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(info, path.read_bytes())
+        return buffer.getvalue()
 
 
 # --- the build ---------------------------------------------------------------------------------
@@ -396,14 +428,20 @@ def page_sources(links: Links) -> dict[str, bytes]:
     for chapter in names:
         student = read_notebook(NOTEBOOKS / chapter / f"{chapter}.ipynb")
         rows.append((chapter, chapter_title(student, chapter), chapter_summary(student)))
-    pages, anchors = readme_pages((ROOT / "README.md").read_text(encoding="utf-8"), rows)
-    files = {f"{page}.md": text.encode() for page, text in pages.items()}
+    pages = site_pages()
+    files = {}
+    for source, page in pages.items():
+        text = rewrite_links(read_page(source), source, pages)
+        if page == HOME:
+            text = home_page(text, links, rows)
+        files[f"{page}.md"] = text.encode()
     for chapter in names:
-        page = chapter_page(chapter, links, anchors)
+        page = chapter_page(chapter, links)
         files[f"chapters/{chapter}.ipynb"] = (json.dumps(page, indent=1, ensure_ascii=False)
                                              + "\n").encode()
         files[f"_notebooks/{chapter}.ipynb"] = (
             NOTEBOOKS / chapter / f"{chapter}.ipynb").read_bytes()
+    files[f"{EXTRA}/{EDITION_ZIP}"] = student_edition_zip()
     return files
 
 
@@ -433,12 +471,14 @@ def build(out: Path, links: Links) -> Path:
     # Sphinx never removes what an earlier build wrote (a chapter since removed, a picture
     # drawn again): the site is written afresh, from the pages it keeps read in doctrees/
     shutil.rmtree(html, ignore_errors=True)
+    # -A: what the pages' templates show on every page (helpers/site/templates/)
     status = build_main(["-b", "html", "-c", str(HERE), "-d", str(out / "doctrees"), "-q",
-                         "-W", "--keep-going", str(source), str(html)])
+                         "-W", "--keep-going", "-A", f"course_repo={links.repo}",
+                         "-A", f"course_zip={EDITION_ZIP}", str(source), str(html)])
     if status:
         raise SiteError("Sphinx stopped on the warnings above (a broken link, a missing "
-                        "picture, Markdown it could not read): fix them in the README or the "
-                        "chapter it names")
+                        "picture, Markdown it could not read): fix them in the README, the page "
+                        "of docs/ or the chapter it names")
     return html
 
 
@@ -449,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=HERE / "site.toml",
                         help="hub, repository and branch (default: helpers/site/site.toml)")
     parser.add_argument("--hub", help="your class's JupyterHub, e.g. https://hub.example.edu")
-    parser.add_argument("--repo", help="the course's git repository, as the hub clones it")
+    parser.add_argument("--repo", help="the course's git repository, as learners clone it")
     parser.add_argument("--branch", help="its branch (default: main)")
     args = parser.parse_args(argv)
     start = time.monotonic()
@@ -463,8 +503,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"The site is in {shown}/ ({time.monotonic() - start:.1f} s). Preview it with "
           f"`python3 -m http.server -d {shown}` and open http://localhost:8000/; publish the "
           "folder on any static host.")
+    if not links.repo:
+        print("No repository address: the pages offer the student edition's zip, but no "
+              "`git clone` and no link to the repository (REPO=..., docs/site.md).")
     if not links.hub:
-        print("No JupyterHub address: the chapter pages say how to set one (HUB=...).")
+        print("No JupyterHub address: the chapter pages link to no hub (HUB=..., docs/site.md).")
     return 0
 
 

@@ -1,5 +1,5 @@
-"""The course's image built and run by a real container engine, as the README's Docker section
-says, for tests/test_image.py and tests/test_browser.py.
+"""The course's image built and run by a real container engine, as docs/docker.md says, for
+tests/test_image.py and tests/test_browser.py.
 
 - **Engine**: a running Docker daemon, else podman as root. podman keeps everything in the
   test's own scratch folder (``SCRATCH``): its storage (``--root``), run state (``--runroot``,
@@ -11,14 +11,14 @@ says, for tests/test_image.py and tests/test_browser.py.
   otherwise a stand-in made with debootstrap from the host's Debian mirror (Debian's python3
   3.11, nothing at /usr/local), built once and kept in the scratch storage for a week, so that
   a second run starts at once and a run a week later gets fresh packages.
-- **pip**: the build gets the host's pip configuration through the README's build secrets
+- **pip**: the build gets the host's pip configuration through the documented build secrets
   (``pip_conf``, ``ca_bundle``). Where that configuration names folders of this machine
   (``file://`` indexes, find-links folders), they are served read-only on 127.0.0.1 for the
   time of the build; torch comes through ``TORCH_INDEX`` from a one-project index of the pinned
   wheel when the host has its CPU build. Builds use the host's network (``--network=host``):
   they reach what is served on 127.0.0.1, and no bridge or firewall rule is made for them.
-- **Commands**: the README's own lines (``readme_commands``), expanded by bash as a user's shell
-  would, with the few changes a test needs said in ``run_argv`` and ``build_argv``.
+- **Commands**: the documentation's own lines (``documented_commands``), expanded by bash as a
+  user's shell would, with the few changes a test needs said in ``run_argv`` and ``build_argv``.
 
 ``STEPS`` records each step's seconds, ``SIZES`` the images' sizes and ``MEASURED`` a hub
 server's memory and CPU (tests/test_hub.py); conftest prints them at the end of the session.
@@ -298,7 +298,7 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 @dataclass
 class PipForBuild:
-    """The host's pip configuration and CA bundle as the README's build secrets; folders of
+    """The host's pip configuration and CA bundle as docs/docker.md's build secrets; folders of
     this machine served on 127.0.0.1 while the build needs them."""
 
     folder: Path
@@ -379,13 +379,18 @@ class PipForBuild:
             self.server.server_close()
 
 
-# --- the README's commands ---------------------------------------------------------------------
+# --- the documented commands ------------------------------------------------------------------
 
-def readme_commands() -> dict[str, str]:
-    """The README's container commands, continuation lines joined: ``build`` and ``run`` (the
-    student's), ``instructor build`` and ``grade`` (the instructor's), ``hub build`` (the image a
-    class's JupyterHub starts)."""
-    text = (ROOT / "README.md").read_text()
+# Where the container commands are written: the student's (docs/docker.md), the instructor's
+# grading without namespaces (docs/security.md), a class's hub (docs/hub.md)
+DOCUMENTED = ("docs/docker.md", "docs/security.md", "docs/hub.md")
+
+
+def documented_commands() -> dict[str, str]:
+    """The documentation's container commands, continuation lines joined: ``build`` and ``run``
+    (the student's), ``instructor build`` and ``grade`` (the instructor's), ``hub build`` (the
+    image a class's JupyterHub starts)."""
+    text = "\n".join((ROOT / name).read_text() for name in DOCUMENTED)
     blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
     lines = [line.strip() for block in blocks
              for line in re.sub(r"\\\n\s*", "", block).splitlines()]
@@ -402,12 +407,13 @@ def readme_commands() -> dict[str, str]:
         elif line.startswith("docker run") and "commlab-course" in line:
             found.setdefault("run", line)
     missing = {"build", "run", "instructor build", "grade", "hub build"} - set(found)
-    assert not missing, f"the README shows no docker command for: {', '.join(sorted(missing))}"
+    assert not missing, (f"{', '.join(DOCUMENTED)} show no docker command for: "
+                         f"{', '.join(sorted(missing))}")
     return found
 
 
 def expand(command: str, cwd: Path, ids: tuple[int, int] | None = None) -> list[str]:
-    """``command`` (a README line, ``docker`` first) as bash would pass it on: quotes,
+    """``command`` (a documented line, ``docker`` first) as bash would pass it on: quotes,
     ``$PWD`` and ``$(id -u)`` expanded in ``cwd``. ``ids``: what ``id -u``/``id -g`` answer, as
     for a host user with those ids."""
     words = shlex.split(command, comments=True)
@@ -428,7 +434,7 @@ def expand(command: str, cwd: Path, ids: tuple[int, int] | None = None) -> list[
 
 def build_argv(command: str, extra: list[str], ids: tuple[int, int] | None = None,
                rename: dict[str, str] | None = None) -> list[str]:
-    """A README build line with the test's ``extra`` flags after ``build`` (and its image
+    """A documented build line with the test's ``extra`` flags after ``build`` (and its image
     names changed as ``rename`` says)."""
     words = [(rename or {}).get(w, w) for w in expand(command, ROOT, ids)]
     assert words[0] == "build" and words[-1] == ".", command
@@ -438,7 +444,7 @@ def build_argv(command: str, extra: list[str], ids: tuple[int, int] | None = Non
 def run_argv(command: str, cwd: Path, port: int | None, name: str,
              ids: tuple[int, int] | None = None,
              rename: dict[str, str] | None = None) -> list[str]:
-    """A README run line as the test runs it: in the background (``-d`` for ``-it``), named,
+    """A documented run line as the test runs it: in the background (``-d`` for ``-it``), named,
     without ``--gpus all`` (no GPU here; podman has no such flag), on a free host port."""
     words = [(rename or {}).get(w, w) for w in expand(command, cwd, ids)]
     assert words[0] == "run", command
@@ -467,11 +473,11 @@ TOKEN_URL = re.compile(r"http://127\.0\.0\.1:8888/lab\?token=([0-9a-f]+)")
 
 @dataclass
 class LabContainer:
-    """The student image's Lab, started with the README's run line on a host folder."""
+    """The student image's Lab, started with docs/docker.md's run line on a host folder."""
 
     engine: Engine
     run_command: str
-    folder: Path  # where the README's commands run ($PWD)
+    folder: Path  # where the documented commands run ($PWD)
     ids: tuple[int, int] | None = None
     rename: dict[str, str] | None = None
     port: int = 0

@@ -1,4 +1,4 @@
-"""The course's images, built once per test session with the README's commands and shared by
+"""The course's images, built once per test session with the documented commands and shared by
 tests/test_image.py, tests/test_browser.py and tests/test_hub.py (conftest imports the
 fixtures): the student's and the instructor's, built as the host user, and the image a class's
 JupyterHub starts, built with the default ids (uid 1000, jovyan)."""
@@ -16,8 +16,8 @@ from support.containers import (
     PipForBuild,
     base_image,
     build_argv,
+    documented_commands,
     find_engine,
-    readme_commands,
     step,
 )
 
@@ -25,7 +25,7 @@ from support.containers import (
 @dataclass
 class CourseImages:
     engine: Engine
-    commands: dict[str, str]  # the README's lines (support.containers.readme_commands)
+    commands: dict[str, str]  # the docs' lines (support.containers.documented_commands)
     flags: list[str]  # what the test adds to each build line: secrets, network, torch, base
     base: str  # the image the Dockerfile started from
     about: list[str]  # how they were built, for failure messages
@@ -35,7 +35,7 @@ class CourseImages:
 
     def build(self, which: str, ids: tuple[int, int] | None = None,
               rename: dict[str, str] | None = None, label: str = "") -> None:
-        """Run the README's ``which`` build line ("build" or "instructor build")."""
+        """Run the documented ``which`` build line ("build" or "instructor build")."""
         argv = build_argv(self.commands[which], self.flags, ids, rename)
         with step(f"{which}{label}"):
             self.engine.run(*argv, timeout=2400)
@@ -43,7 +43,8 @@ class CourseImages:
 
 @pytest.fixture(scope="session")
 def course_images() -> CourseImages:
-    """The student and instructor images, built as the README says by the host user."""
+    """The student and instructor images, built as docs/docker.md and docs/security.md say, by
+    the host user."""
     engine = find_engine()
     if isinstance(engine, str):
         pytest.skip(engine)
@@ -51,7 +52,7 @@ def course_images() -> CourseImages:
         base, about = base_image(engine)
     pip = PipForBuild(SCRATCH / "pip").start()
     flags = pip.flags + (["--build-arg", f"PYTHON_IMAGE={base}"] if base else [])
-    images = CourseImages(engine, readme_commands(), flags,
+    images = CourseImages(engine, documented_commands(), flags,
                           base or _official(), [f"engine: {engine.name}", f"base: {about}",
                                                 *pip.said])
     try:
@@ -75,7 +76,7 @@ def _official() -> str:
 
 @pytest.fixture(scope="session")
 def hub_image(course_images) -> CourseImages:
-    """The README's hub build line: the student target with the default ids, which shares every
+    """docs/hub.md's hub build line: the student target with the default ids, which shares every
     layer up to the user with the images above."""
     course_images.build("hub build")
     SIZES[course_images.hub] = course_images.engine.size(course_images.hub)
