@@ -161,7 +161,8 @@ def test_image_starts_lab_under_tini_on_the_published_port():
     assert student["ENTRYPOINT"] == ('["tini", "-g", "--", "sh", '
                                      '"/opt/course/helpers/scripts/image_start.sh"]')
     assert student["CMD"] == '["lab"]'
-    assert dict(_stage("instructor"))["CMD"] == '["make", "lab"]'
+    # the instructor's: Lab on the course with Formgrader (make lab is a student's)
+    assert dict(_stage("instructor"))["CMD"] == '["make", "formgrader"]'
 
 
 def test_student_target_is_the_default_and_holds_only_the_student_edition():
