@@ -4,8 +4,9 @@ say which of the visible tests pass.
     make check CHAPTER=01_broadcast             # or CHAPTER=01
     python helpers/scripts/check_notebook.py work 01_broadcast
 
-The exit status is 0 only when every visible test passes and every answer stands in its own
-cell (the grader runs only the answer cells and the notebook's import lines). The grader also
+The exit status is 0 only when every visible test passes. Each test sees your answers as the
+grader defines them (commlab.cells: from your answer cells and the definitions of every cell
+above the test), so a test passes here exactly when it passes for the grader. The grader also
 runs hidden tests, so passing here is necessary, not sufficient. Inside JupyterLab, nbgrader's
 Validate button does the same check on the open notebook.
 """
