@@ -3,8 +3,8 @@
     python helpers/scripts/student_edition.py DEST          # make student-edition DEST=...
 
 ``EDITION`` is the one list of what a student gets. The Docker image's ``student`` target is
-built from this export, and tests/test_student_edition.py scans it: no ``solutions/`` (answers
-and hidden tests), no ``grader/`` (gradebook), no maintainers' tests.
+built from this export, and tests/course/test_student_edition.py scans it: no ``solutions/``
+(answers and hidden tests), no ``grader/`` (gradebook), no maintainers' tests.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 redirects to her server (or to a hub service such as the course's Formgrader), the calls
 JupyterLab's panels make (contents, nbgrader's Assignments panel, Formgrader's buttons, all
 with the `_xsrf` cookie as the header Lab sends), and a terminal over its websocket, as Lab's
-terminal uses it. For tests/test_hub.py."""
+terminal uses it. For tests/system/test_hub.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The CUDA paths: NCCL with one GPU per rank, gloo beside CUDA, a kernel that already used CUDA.
 
-Skipped on machines without a GPU; run on one with `make test` (or pytest tests/test_gpu.py).
+Skipped on machines without a GPU; run on one with `make test` (or pytest
+tests/commlab/test_gpu.py).
 """
 
 from __future__ import annotations

@@ -224,8 +224,8 @@ def test_the_stop_button_while_the_forkserver_starts_does_not_break_the_next_run
 def test_fifty_runs_in_a_row_leave_no_process_file_port_or_descriptor(tmp_path):
     private_tmp = tmp_path / "tmp"
     private_tmp.mkdir()
-    tests = Path(__file__).parent
-    check = subprocess.Popen([sys.executable, str(tests / "scripts" / "leak_check.py")],
+    tests = Path(__file__).parents[1]
+    check = subprocess.Popen([sys.executable, str(tests / "support" / "leak_check.py")],
                              env=dict(os.environ, TMPDIR=str(private_tmp), PYTHONPATH=str(tests)),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = check.communicate(timeout=300)

@@ -13,7 +13,7 @@ import torch.distributed as dist
 import commlab
 from commlab import checks
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # The kernel tests read a cell's outcome from its error output, which is matched to the cell: on a
 # busy machine the kernel's start can leave a kernel_info reply on the shell channel, and then

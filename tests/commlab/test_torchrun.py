@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-JOB = Path(__file__).parent / "scripts" / "torchrun_job.py"
+JOB = Path(__file__).parents[1] / "support" / "torchrun_job.py"
 
 
 def _free_port() -> int:

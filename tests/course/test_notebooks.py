@@ -14,7 +14,7 @@ import pytest
 
 from grader import course
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 CHAPTERS = course.chapters()
 

@@ -13,7 +13,7 @@ import pytest
 
 from grader import intake
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 CHAPTERS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
 EARLY, LATE = (2026, 10, 1, 9, 0, 0), (2026, 10, 2, 9, 0, 0)
 

@@ -75,7 +75,7 @@ def test_notebook_tests_pass_while_a_student_has_saved_work(tmp_path):
     course = tracked_copy(tmp_path / "course")
     _save_a_students_notebook(course / "work")
     chosen = "exactly_what_nbgrader_generates or leaks_no_answer or every_chapter_has"
-    done = make("test", f"VENV={VENV}", f"PYTEST_ARGS=tests/test_notebooks.py -k '{chosen}'",
+    done = make("test", f"VENV={VENV}", f"PYTEST_ARGS=tests/course/test_notebooks.py -k '{chosen}'",
                 cwd=course)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and "deselected" in done.stdout

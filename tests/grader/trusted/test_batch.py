@@ -22,7 +22,7 @@ from grader import cli
 from grader.trusted import batch, scratch
 from support.class_factory import CHAPTER, correct, release, write
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 #!/bin/sh
-# What tests/test_image.py, tests/test_browser.py, tests/test_hub.py and tests/test_slurm.py need
+# What tests/system/ (test_image.py, test_browser.py, test_hub.py, test_slurm.py) needs
 # from the system, on Debian as root (CI runs this before `make test`): podman and its helpers,
 # debootstrap for the stand-in base image, Chromium, Node.js with npm for the hub's proxy (make
 # hub-setup), and Slurm's daemons with munge. Elsewhere it says what is missing

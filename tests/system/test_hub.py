@@ -233,7 +233,7 @@ def term(hub_image, tmp_path_factory):
     lines = _readme_hub_lines()
     if shutil.which("npm") is None and not (HUB_VENV / ".installed").exists():
         pytest.skip("make hub-setup needs Node.js with npm for the hub's proxy "
-                    "(Debian, as root: tests/scripts/install_test_tools.sh)")
+                    "(Debian, as root: tools/install_test_tools.sh)")
     hub = ClassHub(hub_image, tmp_path_factory.mktemp("hub"))
     result = {"hub": hub}
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted(p.parent.name for p in (ROOT / "solutions").glob("*/*.ipynb")
                   if p.stem == p.parent.name)
 

@@ -2,8 +2,8 @@
 into each student's inbound folder (as a hub mounts it), collected, read with their times
 against due dates (the newest on time, late ones marked, a forged name refused, a student off
 the roster named), graded, and the feedback released and fetched by nbgrader's own code, each
-student her own page; then a second run a week later. tests/test_hub.py does the same through a
-real hub."""
+student her own page; then a second run a week later. tests/system/test_hub.py does the same
+through a real hub."""
 
 from __future__ import annotations
 

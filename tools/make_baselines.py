@@ -1,4 +1,4 @@
-"""Regenerate the baseline images of tests/drawing_cases.py.
+"""Regenerate the baseline images of tests/support/drawing_cases.py.
 
 Run from the repository root, after a change to the pictures that you meant to make:
 

@@ -1,6 +1,6 @@
 """Autograding a class: every kind of submission gets its score and status, and the student's
 code, hostile or not, can neither see the grader's secrets nor change a score. (The attacks on
-the evidence itself, forged traces and side channels, are in tests/test_forgery.py.)"""
+the evidence itself, forged traces and side channels, are in tests/chapters/test_attacks.py.)"""
 
 from __future__ import annotations
 

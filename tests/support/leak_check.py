@@ -1,6 +1,6 @@
 """Fifty runs in a row, then a failing one, then: is anything of them left in this process?
 
-Run by test_run.py in a subprocess with a private TMPDIR, so that other programs on the machine
+Run by test_launch.py in a subprocess with a private TMPDIR, so that other programs on the machine
 can't disturb the count; prints "clean" when no process, descriptor or port is left.
 """
 
