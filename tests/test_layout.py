@@ -57,7 +57,7 @@ def _lines() -> dict[str, tuple[Path, str]]:
         for line in conftest.read_text().splitlines():
             if entry := ENTRY.match(line):
                 module = entry.group(1)
-                assert module not in lines, f"{module} has two lines: {conftest}, {lines[module][0]}"
+                assert module not in lines, f"{module}: a line in {conftest} and {lines[module][0]}"
                 lines[module] = (conftest, entry.group(2))
             elif (more := MORE.match(line)) and module:
                 lines[module] = (conftest, lines[module][1] + " " + more.group(1))
