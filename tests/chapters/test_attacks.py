@@ -1,54 +1,84 @@
 """Hostile submissions, graded as a class: each attack of a student who wants the points without
 the work scores 0 on the test it aims at, and harms nothing.
 
-The class (tests/support/forgeries.py), on chapters 00 to 17: recomputes other ranks' inputs,
-reads them from its process, calls the test's own helpers, forges its trace, deletes records or
-hides a costly collective behind the calls of the intended answer, reports a schedule it never
-ran, makes the right calls on zeros, moves data through files, shared memory, a Unix socket, the
-rendezvous store, a connection or datagrams of its own, lies in its reply, sends a report that
-would run code in the rank host, leaves IPC objects and files for the next submission, writes to
-terminals, hands in outputs that would run script in a browser, and prints its hidden test cases.
+The class, on chapters 00 to 17 (each attack a file, tests/chapters/NN_name/attacks/*.py, named
+after its student; tests/chapters/README.md): recomputes other ranks' inputs, reads them from
+its process, calls the test's own helpers, forges its trace, deletes records or hides a costly
+collective behind the calls of the intended answer, reports a schedule it never ran, makes the
+right calls on zeros, moves data through files, shared memory, a Unix socket, the rendezvous
+store, a connection or datagrams of its own, lies in its reply, sends a report that would run
+code in the rank host, leaves IPC objects and files for the next submission, writes to
+terminals, and prints its hidden test cases; and one student hands in outputs that would run
+script in a browser.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-import tempfile
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from grader.sandboxed import namespaces
-from grader.trusted import batch, feedback
-from support.class_factory import write
-from support.forgeries import MARKERS, students
+from grader.trusted import feedback
+from support.answer_files import answer_files
+from support.class_factory import cell_index, correct, release, with_answer, write
+from support.grading import graded_class
 from support.processes import descendants
 
-STUDENTS = students()
+ATTACKS = {attack.name: attack for attack in answer_files("attacks")}
 pytestmark = pytest.mark.skipif(not namespaces.available(),
                                 reason="this machine does not allow user namespaces")
+
+# what must not be in a feedback page as markup (escaped, as text, they may)
+MARKERS = ("<script>alert('student-1')", "alert('student-2')", "<svg onload=",
+           "<img src=x onerror", "<script>student-4")
+
+
+def _scripts_in_outputs():
+    """A correct notebook handed in with outputs and a Markdown cell that would run script in a
+    reader's browser."""
+    nb = correct("00_launching_ranks")
+    cell = nbformat.v4.new_code_cell("show()")
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={
+            "text/html": "<script>alert('student-1')</script>", "text/plain": "plain"}),
+        nbformat.v4.new_output("display_data", data={
+            "application/javascript": "alert('student-2')"}),
+        nbformat.v4.new_output("display_data", data={
+            "image/svg+xml": "<svg onload=\"alert('student-3')\"></svg>"}),
+        nbformat.v4.new_output("execute_result", execution_count=1, data={
+            "text/markdown": "<img src=x onerror=alert('student-5')>"}),
+    ]
+    nb.cells.insert(cell_index(nb, "00-whoami") + 1, cell)
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(
+        "<script>student-4</script> and <img src=x onerror=alert('student-6')>"))
+    return nb
+
+
+def _chapter(student: str) -> str:
+    return ATTACKS[student].chapter if student in ATTACKS else "00_launching_ranks"
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("forgeries")
-    for student, (chapter, notebook, _) in STUDENTS.items():
-        write(folder / "class", student, notebook, chapter)
-    scratch = Path(tempfile.mkdtemp(prefix="forgery-test-"))  # short: sockets live there
-    settings = batch.Settings(jobs=2, db=folder / "gradebook.db", scratch_parent=scratch)
-    batch.grade_class(folder / "class", folder / "out", settings)
+    for attack in ATTACKS.values():
+        answered = with_answer(attack.answer_cell, attack.cell, release(attack.chapter))
+        write(folder / "class", attack.name, answered, attack.chapter)
+    write(folder / "class", "scripts_in_outputs", _scripts_in_outputs(), "00_launching_ranks")
+    graded_class(folder / "class", folder / "out", jobs=2, db=folder / "gradebook.db")
     results = json.loads((folder / "out" / "results.json").read_text())
     # every student also gets "missing" for the chapters others handed in
     outcomes = {o["student"]: o for o in results["outcomes"]
-                if o["chapter"] == STUDENTS[o["student"]][0]}
-    yield outcomes, folder / "out"
-    scratch.rmdir()
+                if o["chapter"] == _chapter(o["student"])}
+    return outcomes, folder / "out"
 
 
 def _message(out: Path, student: str, grade_id: str) -> str:
-    chapter = STUDENTS[student][0]
+    chapter = _chapter(student)
     nb = nbformat.read(out / "autograded" / student / chapter / f"{chapter}.ipynb", 4)
     cell = next(c for c in nb.cells
                 if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
@@ -57,37 +87,19 @@ def _message(out: Path, student: str, grade_id: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("student", sorted(s for s, (_, _, aim) in STUDENTS.items() if aim))
+@pytest.mark.parametrize("student", sorted(ATTACKS))
 def test_the_attack_scores_nothing_on_the_test_it_aims_at(graded, student):
     outcomes, out = graded
-    aim = STUDENTS[student][2]
+    (aim,) = ATTACKS[student].test_cells
     assert outcomes[student]["cells"][aim] == 0, _message(out, student, aim)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("student, fragment", [
-    ("recomputes_inputs", "A rank can make only its own"),
-    ("calls_the_checks", "A rank can make only its own"),
-    ("forges_its_trace", "where the calls your trace lists send"),
-    ("hides_an_all_gather", "where the calls your trace lists send"),
-    ("uses_the_store", "and the rendezvous store"),
-    ("opens_its_own_connection", "opened and closed again"),
-    ("lies_in_its_reply", "does not hold the"),
-    ("runs_code_in_the_host", "cannot be read"),
-    ("makes_its_piece", "A rank can make only its own"),
-    ("calls_the_test_for_every_rank", "A rank can make only its own"),
-    ("all_to_all_through_the_store", "and the rendezvous store"),
-    ("reports_a_ring_it_never_ran", "where the calls your trace lists send"),
-    ("hides_the_worlds_all_reduce", "where the calls your trace lists send"),
-    ("gathers_every_block_hidden", "where the calls your trace lists send"),
-    ("makes_every_causal_block", "A rank can make only its own"),
-    ("steps_the_whole_optimizer", "the parameters after step"),
-    ("right_calls_on_zeros", "should be"),
-])
-def test_the_test_says_what_gave_the_attack_away(graded, student, fragment):
+@pytest.mark.parametrize("student", sorted(s for s, a in ATTACKS.items() if a.says))
+def test_the_test_says_what_gave_the_attack_away(graded, student):
     _, out = graded
-    message = _message(out, student, STUDENTS[student][2])
-    assert fragment in message, message
+    message = _message(out, student, ATTACKS[student].test_cells[0])
+    assert any(words in message for words in ATTACKS[student].says), message
 
 
 @pytest.mark.slow

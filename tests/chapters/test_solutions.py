@@ -5,14 +5,11 @@ nbgrader's own Validator, which runs the whole notebook in one kernel."""
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from grader import course
-from grader.trusted import batch
 from support.class_factory import correct, write
+from support.grading import graded_class
 
 CHAPTERS = course.chapters()
 
@@ -22,12 +19,9 @@ def graded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("chapters")
     for chapter in CHAPTERS:
         write(folder / "class", "student", correct(chapter), chapter)
-    scratch = Path(tempfile.mkdtemp(prefix="grading-test-"))  # short: sockets live there
-    settings = batch.Settings(jobs=2, db=folder / "gradebook.db", keep=True,
-                              scratch_parent=scratch)
-    result = batch.grade_class(folder / "class", folder / "out", settings)
-    scratch.rmdir()
-    return {o.chapter: o for o in result.outcomes}, folder / "out"
+    graded = graded_class(folder / "class", folder / "out", jobs=2, db=folder / "gradebook.db",
+                          keep=True)
+    return {o.chapter: o for o in graded.batch.outcomes}, folder / "out"
 
 
 @pytest.mark.slow

@@ -4,11 +4,8 @@ the evidence itself, forged traces and side channels, are in tests/chapters/test
 
 from __future__ import annotations
 
-import csv
 import html
 import json
-import tempfile
-from pathlib import Path
 
 import nbformat
 import psutil
@@ -16,7 +13,8 @@ import pytest
 
 from grader.course import NOTEBOOKS, SOLUTIONS
 from grader.sandboxed import namespaces as sandbox
-from grader.trusted import batch, feedback, tamper
+from grader.trusted import feedback, tamper
+from support import grading
 from support.class_factory import CHAPTER, LEFTOVER_MARK, cases, correct, make_class
 from support.processes import descendants
 
@@ -40,14 +38,10 @@ def graded_class(tmp_path_factory):
     folder = tmp_path_factory.mktemp("class")
     out = tmp_path_factory.mktemp("out")
     db = tmp_path_factory.mktemp("gradebook") / "gradebook.db"
-    scratch = Path(tempfile.mkdtemp(prefix="grading-test-"))  # short: sockets live there
     expected = make_class(folder)
-    settings = batch.Settings(jobs=2, limit=240, db=db, cell_timeout=20, keep=True,
-                              scratch_parent=scratch)
-    result = batch.grade_class(folder, out, settings)
-    with open(out / "grades.csv") as sheet:
-        rows = {row["student"]: row for row in csv.DictReader(sheet)}
-    return expected, result, rows, out, db, scratch
+    graded = grading.graded_class(folder, out, keep_scratch=True, jobs=2, limit=240, db=db,
+                                  cell_timeout=20, keep=True)
+    return expected, graded.batch, graded.rows, out, db, graded.scratch
 
 
 def _output(out, student: str, tests_only: bool = False) -> str:

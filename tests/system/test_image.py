@@ -12,7 +12,6 @@ sizes are printed at the end of the session (pytest's summary).
 from __future__ import annotations
 
 import contextlib
-import csv
 import json
 import os
 import re
@@ -28,6 +27,7 @@ import pytest
 
 from support import class_factory
 from support.containers import ROOT, LabContainer, expand, free_port, run_argv, step
+from support.grading import read_grades
 
 pytestmark = pytest.mark.image
 
@@ -206,8 +206,7 @@ def _grade(images, folder: Path, ids=None, rename=None, label="") -> dict[str, d
     assert done.returncode == 0, (
         f"the README's grading command failed ({_about(images)}):\n"
         f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    with open(folder / "grades" / "grades.csv") as sheet:
-        return {row["student"]: row for row in csv.DictReader(sheet)}
+    return read_grades(folder / "grades")
 
 
 def test_instructor_image_grades_a_small_class(course_images, tmp_path):

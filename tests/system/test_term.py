@@ -8,7 +8,6 @@ shared or cached environment often is), in a folder the sandbox hides.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from nbgrader.api import Gradebook
 
 from support.class_factory import correct, release, write
 from support.course_copy import VENV, make, tracked_copy
+from support.grading import read_grades
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +31,7 @@ def _grade(course: Path, students: dict[str, object], chapter: str, week: str):
         write(folder, student, nb, chapter)
     done = make("grade", f"SUBMISSIONS=class/{week}", f"OUT=grades/{week}",
                 "GRADE_FLAGS=--jobs 2", cwd=course, timeout=900)
-    with open(course / "grades" / week / "grades.csv") as sheet:
-        return done, {row["student"]: row for row in csv.DictReader(sheet)}
+    return done, read_grades(course / "grades" / week)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ through a real hub."""
 
 from __future__ import annotations
 
-import csv
 import datetime
 import json
 import shutil
@@ -25,6 +24,7 @@ from grader.intake.exchange import copy_inbound
 from support import class_factory
 from support.course_copy import ROOT
 from support.exchange import COURSE_ID, Exchange
+from support.grading import read_grades
 
 CHAPTER = "01_broadcast"
 UTC = datetime.UTC
@@ -162,8 +162,7 @@ def _grade(collected: Path, out: Path, gradebook: Path, roster: Path, due: str, 
                            "--jobs", "2", *more], cwd=ROOT, capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
-    with open(out / "grades.csv") as sheet:
-        return {row["student"]: row for row in csv.DictReader(sheet)}, done.stderr
+    return read_grades(out), done.stderr
 
 
 def _release(out: Path, exchange: Exchange) -> str:

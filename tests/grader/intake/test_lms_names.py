@@ -24,7 +24,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import tempfile
 import unicodedata
 import zipfile
 from dataclasses import dataclass
@@ -34,8 +33,9 @@ import nbformat
 import pytest
 
 from grader import cli
-from grader.trusted import batch, export
+from grader.trusted import export
 from support.class_factory import correct, release
+from support.grading import graded_class
 
 CHAPTER = "01_broadcast"
 FORMULA = '=HYPERLINK("http:x";"click")'
@@ -179,11 +179,9 @@ def graded(request, tmp_path_factory) -> Graded:
                              else nbformat.writes(content))
     with open(folder / download.roster_file, "w", newline="", encoding="utf-8") as roster:
         csv.writer(roster, quoting=download.quoting).writerows(download.roster)
-    scratch = Path(tempfile.mkdtemp(prefix="grading-test-"))
-    settings = batch.Settings(jobs=2, db=folder / "gradebook.db", scratch_parent=scratch,
-                              roster=folder / download.roster_file, lms=lms)
-    done = batch.grade_class(folder / "download.zip", folder / "out", settings)
-    scratch.rmdir()
+    done = graded_class(folder / "download.zip", folder / "out", jobs=2,
+                        db=folder / "gradebook.db", roster=folder / download.roster_file,
+                        lms=lms).batch
     assert done.gradebook_error is None and done.kernel_error is None
     written, problems = export.export(folder / "out", lms)
     return Graded(lms, download, folder / "out", folder / "gradebook.db", written, problems)

@@ -3,7 +3,6 @@ by the next, a gradebook that refuses the scores, a batch without the sandbox, -
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ from nbgrader.api import Gradebook
 from grader import cli
 from grader.trusted import batch, scratch
 from support.class_factory import CHAPTER, correct, release, write
+from support.grading import read_grades
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -31,11 +31,6 @@ def short_root():
     root = Path(tempfile.mkdtemp(prefix="grading-test-"))
     yield root
     shutil.rmtree(root, ignore_errors=True)
-
-
-def _rows(out: Path) -> dict[str, dict[str, str]]:
-    with open(out / "grades.csv") as sheet:
-        return {row["student"]: row for row in csv.DictReader(sheet)}
 
 
 def test_shards_cover_the_class_once():
@@ -101,7 +96,7 @@ def test_shards_merged_give_one_grades_csv_and_gradebook(tmp_path, short_root):
     db = tmp_path / "gradebook.db"
     assert cli.main(["merge", str(tmp_path / "out"), *map(str, parts),
                      "--gradebook", str(db)]) == 0
-    rows = _rows(tmp_path / "out")
+    rows = read_grades(tmp_path / "out")
     assert {s: r["score"] for s, r in rows.items()} == {"ann": "2", "ben": "0", "cat": "2"}
     with Gradebook(f"sqlite:///{db}") as gb:
         assert gb.find_submission(CHAPTER, "cat").score == 2.0
@@ -141,7 +136,7 @@ def test_a_run_killed_mid_batch_is_cleaned_up_by_the_next(tmp_path, short_root, 
     batch.grade_class(tmp_path / "class", tmp_path / "o2", settings)
     assert f"removed {left}" in capsys.readouterr().err
     assert _run_folders(root) == []
-    assert _rows(tmp_path / "o2")["ann"]["score"] == "2"
+    assert read_grades(tmp_path / "o2")["ann"]["score"] == "2"
 
 
 def _looping():
@@ -176,7 +171,7 @@ def unsandboxed_into_an_older_gradebook(tmp_path_factory):
 def test_a_gradebook_that_refuses_keeps_the_grades_and_says_what_to_do(
         unsandboxed_into_an_older_gradebook):
     result, out = unsandboxed_into_an_older_gradebook
-    assert _rows(out)["ann"]["score"] == "2"
+    assert read_grades(out)["ann"]["score"] == "2"
     assert (out / "feedback" / "ann" / f"{CHAPTER}.html").exists()
     assert "python -m grader merge" in result.gradebook_error
     assert json.loads((out / "results.json").read_text())["outcomes"][0]["score"] == 2.0
@@ -234,7 +229,7 @@ def test_a_kernel_that_cannot_start_stops_the_batch_in_plain_words_and_keeps_wha
     assert "simulated broken environment" in done.stderr  # the end of its log
     assert "What to try" in done.stderr and "not graded: 1" in done.stderr
     # a plain folder says no time it was handed in, and there is no due date: no late mark
-    assert _rows(tmp_path / "out") == {"ann": {"student": "ann", "chapter": CHAPTER,
+    assert read_grades(tmp_path / "out") == {"ann": {"student": "ann", "chapter": CHAPTER,
                                                "score": "2", "max_score": "2",
                                                "status": "graded", "submitted": "",
                                                "late": "", "notes": ""}}
@@ -345,7 +340,7 @@ def test_merge_takes_what_is_there_when_asked_and_stands_on_its_own(tmp_path, ca
     parts = _slices(tmp_path, 3, ["ann", "ben", "cat", "dan"])
     assert _merge(tmp_path, [parts[0], parts[1], parts[1]], "--partial") == 0
     assert "warning: Slice 3 of 3 is missing." in capsys.readouterr().err
-    rows = _rows(tmp_path / "out")
+    rows = read_grades(tmp_path / "out")
     assert sorted(rows) == sorted(s for s, _ in batch.shard_of(
         [(s, CHAPTER) for s in ["ann", "ben", "cat", "dan"]], (1, 3)) + batch.shard_of(
         [(s, CHAPTER) for s in ["ann", "ben", "cat", "dan"]], (2, 3)))

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import csv
 import io
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from grader import cli, intake
-from grader.trusted import batch, gradebook
+from grader.trusted import gradebook
 from grader.trusted.verdict import Outcome, Status
 from support.class_factory import correct, release
+from support.grading import graded_class
 
 CHAPTER = "01_broadcast"
 CHAPTERS = [CHAPTER, "02_scatter"]
@@ -47,11 +47,8 @@ def canvas_class(tmp_path_factory):
         '"Smith, Jane",1234,S-1,jsmith,Section A\n'
         '"Lee, Bo",2001,S-2,blee,Section A\n'
         '"Wong, Amy",3001,S-3,awong,Section B\n')
-    scratch = Path(tempfile.mkdtemp(prefix="grading-test-"))
-    settings = batch.Settings(jobs=2, db=folder / "gradebook.db", scratch_parent=scratch,
-                              roster=folder / "roster.csv")
-    batch.grade_class(folder / "download", folder / "out", settings)
-    scratch.rmdir()
+    graded_class(folder / "download", folder / "out", jobs=2, db=folder / "gradebook.db",
+                 roster=folder / "roster.csv")
     return folder / "out"
 
 

@@ -5,17 +5,15 @@ terminal, and what one student's kernel leaves behind is gone before the next on
 
 from __future__ import annotations
 
-import csv
 import subprocess
-import tempfile
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from grader.sandboxed import namespaces
-from grader.trusted import batch
-from support.class_factory import CHAPTER, NETWORK, SNOOP, _after, correct, write
+from support.class_factory import CHAPTER, NETWORK, SNOOP, after, correct, write
+from support.grading import graded_class
 from support.processes import descendants
 
 pytestmark = pytest.mark.skipif(not namespaces.available(),
@@ -43,11 +41,11 @@ for path in ["/dev/tty", "/dev/console", *glob.glob("/dev/pts/*")]:
 print("terminals reached:", reached)
 '''
 CLASS = {
-    "a_correct": (_after(correct(), "00-whoami", "print('fresh output')"), "graded", 2.0),
-    "b_kills_its_kernel": (_after(correct(), "00-whoami", "import os\nos._exit(1)"),
+    "a_correct": (after(correct(), "00-whoami", "print('fresh output')"), "graded", 2.0),
+    "b_kills_its_kernel": (after(correct(), "00-whoami", "import os\nos._exit(1)"),
                            "kernel died", 0.0),
-    "c_leaves_things": (_after(correct(), "00-whoami", LEAVES), "graded", 2.0),
-    "d_finds_things": (_after(_after(_after(correct(), "00-whoami", FINDS), "00-whoami",
+    "c_leaves_things": (after(correct(), "00-whoami", LEAVES), "graded", 2.0),
+    "d_finds_things": (after(after(after(correct(), "00-whoami", FINDS), "00-whoami",
                                      SNOOP), "00-whoami", NETWORK), "graded", 2.0),
 }
 
@@ -57,15 +55,10 @@ def graded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fresh")
     for student, (nb, _, _) in CLASS.items():
         write(folder / "class", student, nb)
-    scratch = Path(tempfile.mkdtemp(prefix="fresh-test-"))  # short: sockets live there
     # one worker: the students' kernels come one after the other, as the next student's would
-    settings = batch.Settings(jobs=1, db=folder / "gradebook.db", scratch_parent=scratch,
-                              fresh_outputs=True)
-    batch.grade_class(folder / "class", folder / "out", settings)
-    with open(folder / "out" / "grades.csv") as sheet:
-        rows = {row["student"]: row for row in csv.DictReader(sheet)}
-    yield rows, folder / "out"
-    scratch.rmdir()
+    graded = graded_class(folder / "class", folder / "out", jobs=1, db=folder / "gradebook.db",
+                          fresh_outputs=True)
+    return graded.rows, folder / "out"
 
 
 def _printed(out: Path, student: str) -> str:

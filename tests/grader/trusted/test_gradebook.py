@@ -5,7 +5,6 @@ cell changed; grades.csv and the feedback pages show the final score."""
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from support.class_factory import correct, release, write
 from support.course_copy import VENV, make, tracked_copy
+from support.grading import read_grades
 
 CHAPTER = "01_broadcast"
 TEST = "01-my-broadcast-test"
@@ -35,8 +35,7 @@ def _grade(course: Path, week: str, students: dict) -> dict[str, dict[str, str]]
     done = make("grade", f"SUBMISSIONS=class/{week}", f"OUT=grades/{week}", cwd=course,
                 timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    with open(course / "grades" / week / "grades.csv") as sheet:
-        return {row["student"]: row for row in csv.DictReader(sheet)}
+    return read_grades(course / "grades" / week)
 
 
 @pytest.fixture(scope="module")
