@@ -18,7 +18,6 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import nbformat
@@ -28,6 +27,7 @@ import pytest
 from support import class_factory
 from support.containers import LabContainer, free_port, step
 from support.course_copy import ROOT
+from support.waiting import until
 
 pytestmark = pytest.mark.browser
 
@@ -71,15 +71,13 @@ class LocalLab:
                 ["make", "--no-print-directory", *target, f"LAB_FLAGS={flags}"], cwd=cwd,
                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         pattern = re.compile(rf"http://127\.0\.0\.1:{self.port}/lab\?token=([0-9a-f]+)")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.process.poll() is None:
-            found = pattern.search(self.log.read_text())
-            if found:
-                self.token = found.group(1)
-                return self
-            time.sleep(0.3)
-        raise AssertionError(f"make {target[0]} printed no token URL:\n"
-                             f"{self.log.read_text()[-3000:]}")
+        found = until(lambda: pattern.search(self.log.read_text()), timeout, 0.3,
+                      alive=lambda: self.process.poll() is None)
+        if found is None:
+            raise AssertionError(f"make {target[0]} printed no token URL:\n"
+                                 f"{self.log.read_text()[-3000:]}")
+        self.token = found.group(1)
+        return self
 
     @property
     def base_url(self) -> str:
@@ -196,22 +194,31 @@ def _saved_source(work: Path, index: int) -> str:
     return nb.cells[index].source
 
 
-def test_student_runs_a_chapter_and_validates_in_the_browser(browser, lab):
-    which, started, work = lab
-    shots = SHOTS / which
+@contextlib.contextmanager
+def _in_the_browser(browser, name: str, what: str):
+    """A page of ``browser`` and the person who drives it, with a screenshot of each step in
+    SHOTS/``name``: on a failure, a last one and the folder in the error; the page closed
+    either way."""
+    shots = SHOTS / name
     shutil.rmtree(shots, ignore_errors=True)
     shots.mkdir(parents=True)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    student = Student(page, shots)
+    person = Student(page, shots)
     try:
-        _student_session(student, which, started, work)
+        yield person
     except Exception as error:
         with contextlib.suppress(Exception):
-            student.shot("failed")
-        raise AssertionError(f"{which} Lab, in the browser: {error}\n"
+            person.shot("failed")
+        raise AssertionError(f"{what}, in the browser: {error}\n"
                              f"Screenshots of each step: {shots}/") from error
     finally:
         page.close()
+
+
+def test_student_runs_a_chapter_and_validates_in_the_browser(browser, lab):
+    which, started, work = lab
+    with _in_the_browser(browser, which, f"{which} Lab") as student:
+        _student_session(student, which, started, work)
 
 
 def _student_session(student: Student, which: str, started, work: Path) -> None:
@@ -318,12 +325,8 @@ def formgrader(tmp_path):
 
 
 def test_instructor_sees_every_graded_submission_in_formgrader(browser, formgrader):
-    shots = SHOTS / "formgrader"
-    shutil.rmtree(shots, ignore_errors=True)
-    shots.mkdir(parents=True)
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    instructor = Student(page, shots)
-    try:
+    with _in_the_browser(browser, "formgrader", "Formgrader") as instructor:
+        page = instructor.page
         with step("browser, Formgrader: the chapter's submissions listed"):
             # the token logs the browser in (a cookie), which Formgrader's own requests need
             page.goto(f"{formgrader.base_url}/lab?token={formgrader.token}")
@@ -353,10 +356,3 @@ def test_instructor_sees_every_graded_submission_in_formgrader(browser, formgrad
         assert all(test_line[:40] in text for text in seen), seen[0][:3000]
         # the unanswered submission shows its test failing, as the scoring kernel ran it
         assert sum("NotImplementedError" in text for text in seen) == 1, seen
-    except Exception as error:
-        with contextlib.suppress(Exception):
-            instructor.shot("failed")
-        raise AssertionError(f"Formgrader, in the browser: {error}\n"
-                             f"Screenshots of each step: {shots}/") from error
-    finally:
-        page.close()

@@ -46,6 +46,28 @@ def students(result: intake.Intake) -> list[str]:
     return sorted(f"{s.student}/{s.chapter}" for s in result.submissions)
 
 
+def read_as(result: intake.Intake, layout: str) -> list[str]:
+    """The students of ``result``, which must have been read as a download of ``layout``."""
+    assert result.layout == layout
+    return students(result)
+
+
+def newest_wins(result: intake.Intake, student: str, newest: str, older: str) -> None:
+    """``newest`` is graded for ``student``, and ``older`` listed as an older attempt."""
+    assert graded(result)[student] == newest
+    assert reasons(result)[older].startswith(f"older attempt of {student}")
+
+
+def downloaded(name: str, files: dict):
+    """A fixture: ``files`` zipped as an LMS's download ``name``.zip, and collected."""
+
+    @pytest.fixture
+    def collected(tmp_path):
+        return collect(tmp_path, make_zip(tmp_path / f"{name}.zip", files))
+
+    return collected
+
+
 def reasons(result: intake.Intake) -> dict[str, str]:
     return {s.name: s.why for s in result.skipped}
 
@@ -67,23 +89,18 @@ CANVAS = {
 }
 
 
-@pytest.fixture
-def canvas(tmp_path):
-    return collect(tmp_path, make_zip(tmp_path / "canvas.zip", CANVAS))
+canvas = downloaded("canvas", CANVAS)
 
 
 def test_canvas_download_grades_every_student_once_under_name_and_user_id(canvas):
-    assert canvas.layout == "canvas"
-    assert students(canvas) == [
+    assert read_as(canvas, "canvas") == [
         "kimjo_4001/01_broadcast", "leebo_2001/01_broadcast", "smithjane_1234/01_broadcast",
         "smithjane_1235/01_broadcast", "wongamy_3001/01_broadcast"]
 
 
 def test_canvas_resubmission_wins_over_the_first_upload(canvas):
-    assert graded(canvas)["smithjane_1234/01_broadcast"] == (
-        "smithjane_1234_9001_01_broadcast-1.ipynb")
-    assert reasons(canvas)["smithjane_1234_9001_01_broadcast.ipynb"].startswith(
-        "older attempt of smithjane_1234/01_broadcast")
+    newest_wins(canvas, "smithjane_1234/01_broadcast", "smithjane_1234_9001_01_broadcast-1.ipynb",
+                "smithjane_1234_9001_01_broadcast.ipynb")
 
 
 def test_canvas_late_file_is_graded_and_keeps_its_late_mark(canvas):
@@ -142,23 +159,19 @@ MOODLE = {
 }
 
 
-@pytest.fixture
-def moodle(tmp_path):
-    return collect(tmp_path, make_zip(tmp_path / "moodle.zip", MOODLE))
+moodle = downloaded("moodle", MOODLE)
 
 
 def test_moodle_download_grades_each_participant_once_under_full_name_and_id(moodle):
-    assert moodle.layout == "moodle"
-    assert students(moodle) == [
+    assert read_as(moodle, "moodle") == [
         "Jane_Doe_4242/01_broadcast", "Jane_Doe_4243/01_broadcast",
         "Jose_Alvarez_4250/01_broadcast", "Li_Wei_4270/01_broadcast"]
 
 
 def test_newer_file_in_the_zip_wins_over_an_older_browser_copy(moodle):
     folder = "José Álvarez_4250_assignsubmission_file_/"
-    assert graded(moodle)["Jose_Alvarez_4250/01_broadcast"] == folder + "01_broadcast.ipynb"
-    assert reasons(moodle)[folder + "01_broadcast (1).ipynb"].startswith(
-        "older attempt of Jose_Alvarez_4250/01_broadcast")
+    newest_wins(moodle, "Jose_Alvarez_4250/01_broadcast", folder + "01_broadcast.ipynb",
+                folder + "01_broadcast (1).ipynb")
 
 
 def test_moodle_online_text_is_listed_as_not_a_notebook(moodle):
@@ -202,23 +215,18 @@ BLACKBOARD = {
 }
 
 
-@pytest.fixture
-def blackboard(tmp_path):
-    return collect(tmp_path, make_zip(tmp_path / "blackboard.zip", BLACKBOARD))
+blackboard = downloaded("blackboard", BLACKBOARD)
 
 
 def test_blackboard_download_names_students_by_username_not_by_assignment(blackboard):
-    assert blackboard.layout == "blackboard"
-    assert students(blackboard) == [
+    assert read_as(blackboard, "blackboard") == [
         "asmith/01_broadcast", "jdoe2/01_broadcast", "li_wei/01_broadcast"]
 
 
 def test_blackboard_newest_attempt_wins_by_its_timestamp(blackboard):
-    assert graded(blackboard)["jdoe2/01_broadcast"] == (
-        "Chapter 1_jdoe2_attempt_2026-10-02-09-00-00_01_broadcast.ipynb")
-    assert reasons(blackboard)[
-        "Chapter 1_jdoe2_attempt_2026-10-01-10-00-00_01_broadcast.ipynb"].startswith(
-        "older attempt of jdoe2/01_broadcast")
+    newest_wins(blackboard, "jdoe2/01_broadcast",
+                "Chapter 1_jdoe2_attempt_2026-10-02-09-00-00_01_broadcast.ipynb",
+                "Chapter 1_jdoe2_attempt_2026-10-01-10-00-00_01_broadcast.ipynb")
 
 
 def test_blackboard_receipts_are_listed_as_receipts(blackboard):
@@ -358,47 +366,52 @@ def test_damaged_zip_says_to_download_it_again(tmp_path):
 
 # --- rosters --------------------------------------------------------------------------------------
 
+def with_roster(tmp_path: Path, source: Path, name: str, text: str,
+                encoding: str | None = None) -> intake.Intake:
+    """``source`` collected with the roster ``name`` that holds ``text``."""
+    roster = tmp_path / name
+    roster.write_text(text, encoding=encoding)
+    return collect(tmp_path, source, roster=roster)
+
+
 def missing(result: intake.Intake) -> set[str]:
     return set(result.roster) - {s.student for s in result.submissions}
 
 
 def test_canvas_gradebook_roster_names_the_non_submitter_as_canvas_would(tmp_path):
-    roster = tmp_path / "gradebook.csv"
-    roster.write_text(
-        "Student,ID,SIS User ID,SIS Login ID,Section,Chapter 1 (77)\n"
-        "    Points Possible,,,,,10\n"
-        '"Smith, Jane",1234,s1,jsmith,A,\n"Smith, Jane",1235,s2,jsmith2,A,\n'
-        '"Lee, Bo",2001,s3,blee,A,\n"Nguyen, An",7777,s4,anguyen,A,\n"Student, Test",99,,,A,\n')
-    result = collect(tmp_path, make_zip(tmp_path / "canvas.zip", CANVAS), roster=roster)
+    result = with_roster(tmp_path, make_zip(tmp_path / "canvas.zip", CANVAS), "gradebook.csv",
+                         "Student,ID,SIS User ID,SIS Login ID,Section,Chapter 1 (77)\n"
+                         "    Points Possible,,,,,10\n"
+                         '"Smith, Jane",1234,s1,jsmith,A,\n"Smith, Jane",1235,s2,jsmith2,A,\n'
+                         '"Lee, Bo",2001,s3,blee,A,\n"Nguyen, An",7777,s4,anguyen,A,\n'
+                         '"Student, Test",99,,,A,\n')
     assert result.roster == ["smithjane_1234", "smithjane_1235", "leebo_2001", "nguyenan_7777"]
     assert missing(result) == {"nguyenan_7777"}
 
 
 def test_moodle_grading_worksheet_roster_matches_by_participant_id(tmp_path):
-    roster = tmp_path / "worksheet.csv"
-    roster.write_text("Identifier,Full name,Email address,Status\n"
-                      "Participant 4242,Jane Doe,jd@example.org,Submitted\n"
-                      "Participant 4243,Jane Doe,jd2@example.org,Submitted\n"
-                      "Participant 4299,Ola Nordmann,ola@example.org,No submission\n")
-    result = collect(tmp_path, make_zip(tmp_path / "moodle.zip", MOODLE), roster=roster)
+    result = with_roster(tmp_path, make_zip(tmp_path / "moodle.zip", MOODLE), "worksheet.csv",
+                         "Identifier,Full name,Email address,Status\n"
+                         "Participant 4242,Jane Doe,jd@example.org,Submitted\n"
+                         "Participant 4243,Jane Doe,jd2@example.org,Submitted\n"
+                         "Participant 4299,Ola Nordmann,ola@example.org,No submission\n")
     assert result.roster == ["Jane_Doe_4242", "Jane_Doe_4243", "Ola_Nordmann_4299"]
 
 
 def test_moodle_participants_export_roster_matches_by_name(tmp_path):
-    roster = tmp_path / "participants.csv"
-    roster.write_text("First name,Last name,ID number,Email address\n"
-                      "José,Álvarez,S-17,jose@example.org\nLi,Wei,S-18,li@example.org\n"
-                      "Ola,Nordmann,S-19,ola@example.org\n")
-    result = collect(tmp_path, make_zip(tmp_path / "moodle.zip", MOODLE), roster=roster)
+    result = with_roster(tmp_path, make_zip(tmp_path / "moodle.zip", MOODLE), "participants.csv",
+                         "First name,Last name,ID number,Email address\n"
+                         "José,Álvarez,S-17,jose@example.org\nLi,Wei,S-18,li@example.org\n"
+                         "Ola,Nordmann,S-19,ola@example.org\n")
     assert result.roster == ["Jose_Alvarez_4250", "Li_Wei_4270", "Ola_Nordmann"]
 
 
 def test_blackboard_grade_center_download_roster_matches_by_username(tmp_path):
-    roster = tmp_path / "gc_download.xls"  # what Blackboard calls .xls: UTF-16 text with tabs
-    roster.write_text('"Last Name"\t"First Name"\t"Username"\t"Student ID"\n'
-                      '"Doe"\t"Jane"\tjdoe2\t1001\n"Wei"\t"Li"\tli_wei\t1002\n'
-                      '"Nordmann"\t"Ola"\tonordmann\t1003\n', encoding="utf-16")
-    result = collect(tmp_path, make_zip(tmp_path / "bb.zip", BLACKBOARD), roster=roster)
+    # what Blackboard calls .xls: UTF-16 text with tabs
+    result = with_roster(tmp_path, make_zip(tmp_path / "bb.zip", BLACKBOARD), "gc_download.xls",
+                         '"Last Name"\t"First Name"\t"Username"\t"Student ID"\n'
+                         '"Doe"\t"Jane"\tjdoe2\t1001\n"Wei"\t"Li"\tli_wei\t1002\n'
+                         '"Nordmann"\t"Ola"\tonordmann\t1003\n', encoding="utf-16")
     assert result.roster == ["jdoe2", "li_wei", "onordmann"]
     assert missing(result) == {"onordmann"}
 
@@ -408,16 +421,14 @@ def test_roster_of_one_student_a_line_lists_the_non_submitter(tmp_path):
         path = tmp_path / "class" / student / "01_broadcast" / "01_broadcast.ipynb"
         path.parent.mkdir(parents=True)
         path.write_text(notebook(student))
-    roster = tmp_path / "roster.txt"
-    roster.write_text("# chapter 1 group\nkim\nlee\n\npark\n")
-    result = collect(tmp_path, tmp_path / "class", roster=roster)
+    result = with_roster(tmp_path, tmp_path / "class", "roster.txt",
+                         "# chapter 1 group\nkim\nlee\n\npark\n")
     assert (result.roster, missing(result)) == (["kim", "lee", "park"], {"park"})
 
 
 def test_one_column_roster_with_a_header_does_not_count_the_header(tmp_path):
-    roster = tmp_path / "roster.csv"
-    roster.write_text("Username\njdoe2\nonordmann\n")
-    result = collect(tmp_path, make_zip(tmp_path / "bb.zip", BLACKBOARD), roster=roster)
+    result = with_roster(tmp_path, make_zip(tmp_path / "bb.zip", BLACKBOARD), "roster.csv",
+                         "Username\njdoe2\nonordmann\n")
     assert result.roster == ["jdoe2", "onordmann"]
 
 
@@ -526,11 +537,10 @@ def test_roster_name_in_another_script_is_never_matched_to_another_students_file
         path = tmp_path / "class" / name / "01_broadcast" / "01_broadcast.ipynb"
         path.parent.mkdir(parents=True)
         path.write_text(notebook(name))
-    roster = tmp_path / "participants.csv"
-    roster.write_text("First name,Last name,Email address\n"
-                      "芳,王,wang@example.org\n伟,张,zhang@example.org\nKim,,kim@example.org\n",
-                      encoding="utf-8")
-    result = collect(tmp_path, tmp_path / "class", roster=roster)
+    result = with_roster(tmp_path, tmp_path / "class", "participants.csv",
+                         "First name,Last name,Email address\n"
+                         "芳,王,wang@example.org\n伟,张,zhang@example.org\nKim,,kim@example.org\n",
+                         encoding="utf-8")
     zhang = next(s.student for s in result.submissions if content(s) == "张伟")
     assert result.identities[zhang]["email address"] == "zhang@example.org"
     assert len(result.roster) == 3 and len(missing(result)) == 1
@@ -543,11 +553,10 @@ def test_roster_row_takes_the_submission_of_its_one_student_only(tmp_path):
     path = tmp_path / "class" / "Rene Lopez" / "01_broadcast" / "01_broadcast.ipynb"
     path.parent.mkdir(parents=True)
     path.write_text(notebook("Rene"))
-    roster = tmp_path / "participants.csv"
-    roster.write_text("First name,Last name,Email address\n"
-                      "René,López,rene1@example.org\nRene,Lopez,rene2@example.org\n",
-                      encoding="utf-8")
-    result = collect(tmp_path, tmp_path / "class", roster=roster)
+    result = with_roster(tmp_path, tmp_path / "class", "participants.csv",
+                         "First name,Last name,Email address\n"
+                         "René,López,rene1@example.org\nRene,Lopez,rene2@example.org\n",
+                         encoding="utf-8")
     assert result.identities["Rene_Lopez"]["email address"] == "rene2@example.org"
     (rene_accented,) = missing(result)
     assert rene_accented != "Rene_Lopez"
@@ -555,12 +564,11 @@ def test_roster_row_takes_the_submission_of_its_one_student_only(tmp_path):
 
 
 def test_roster_name_with_quotes_commas_and_a_line_break_is_one_student(tmp_path):
-    roster = tmp_path / "gradebook.csv"
-    roster.write_text('Student,ID,SIS User ID,SIS Login ID,Section\n'
-                      '"Nguyen, ""Bo""\nTran",2001,S-2,btran,A\n'
-                      '"#fan, Al",2002,S-3,afan,A\n'
-                      'Points Possible,2003,S-4,pposs,A\n')
-    result = collect(tmp_path, make_zip(tmp_path / "canvas.zip", CANVAS), roster=roster)
+    result = with_roster(tmp_path, make_zip(tmp_path / "canvas.zip", CANVAS), "gradebook.csv",
+                         'Student,ID,SIS User ID,SIS Login ID,Section\n'
+                         '"Nguyen, ""Bo""\nTran",2001,S-2,btran,A\n'
+                         '"#fan, Al",2002,S-3,afan,A\n'
+                         'Points Possible,2003,S-4,pposs,A\n')
     assert result.roster == ["leebo_2001", "fanal_2002", "pointspossible_2003"]
     assert result.identities["leebo_2001"]["student"] == 'Nguyen, "Bo"\nTran'
 
@@ -568,10 +576,9 @@ def test_roster_name_with_quotes_commas_and_a_line_break_is_one_student(tmp_path
 def test_roster_rows_whose_usernames_differ_only_in_case_are_two_students(tmp_path):
     source = make_zip(tmp_path / "bb.zip", {
         "Chapter 1_jdoe_attempt_2026-10-01-10-00-00_01_broadcast.ipynb": notebook("jdoe")})
-    roster = tmp_path / "gradecenter.csv"
-    roster.write_text('"Last Name","First Name","Username"\n'
-                      '"Doe","Jane","JDoe"\n"Doe","Jane","jdoe"\n')
-    result = collect(tmp_path, source, roster=roster)
+    result = with_roster(tmp_path, source, "gradecenter.csv",
+                         '"Last Name","First Name","Username"\n'
+                         '"Doe","Jane","JDoe"\n"Doe","Jane","jdoe"\n')
     assert result.identities["jdoe"]["username"] == "jdoe"
     (other,) = missing(result)
     assert result.identities[other]["username"] == "JDoe"

@@ -254,17 +254,22 @@ def _fgetcsv(text: str) -> list[list[str]]:
     return rows
 
 
-def _moodle_reads(path: Path, key: str) -> dict[str, dict[str, str]]:
-    text = path.read_bytes().decode("utf-8").removeprefix("\ufeff")  # Encoding: UTF-8
-    text = re.sub(r"\r\n?", "\n", text).strip()
-    header, *rows = _fgetcsv(text)
-    assert all(len(row) == len(header) for row in rows), "Moodle: csvweirdcolumns"
+def _by_key(header: list[str], rows: list[list[str]], key: str) -> dict[str, dict[str, str]]:
+    """Each row as {column: cell}, by its ``key`` column, which no two rows may share."""
     students = {}
     for row in rows:
         cells = dict(zip(header, row))
         assert cells[key] not in students, f"two rows for {cells[key]}"
         students[cells[key]] = cells
     return students
+
+
+def _moodle_reads(path: Path, key: str) -> dict[str, dict[str, str]]:
+    text = path.read_bytes().decode("utf-8").removeprefix("\ufeff")  # Encoding: UTF-8
+    text = re.sub(r"\r\n?", "\n", text).strip()
+    header, *rows = _fgetcsv(text)
+    assert all(len(row) == len(header) for row in rows), "Moodle: csvweirdcolumns"
+    return _by_key(header, rows, key)
 
 
 def _blackboard_reads(path: Path, key: str) -> dict[str, dict[str, str]]:
@@ -274,12 +279,7 @@ def _blackboard_reads(path: Path, key: str) -> dict[str, dict[str, str]]:
         "over two lines"
     header, *rows = (next(csv.reader([line], strict=True)) for line in lines)
     assert header[:3] == ["Last Name", "First Name", "Username"]
-    students = {}
-    for row in rows:
-        cells = dict(zip(header, row))
-        assert cells[key] not in students, f"two rows for {cells[key]}"
-        students[cells[key]] = cells
-    return students
+    return _by_key(header, rows, key)
 
 
 READERS = {"canvas": _canvas_reads, "moodle": _moodle_reads, "blackboard": _blackboard_reads}
