@@ -2,14 +2,28 @@
 # has GPUs, the student's work in a folder a host volume keeps. The same image is a JupyterHub's
 # single-user image (README, "Teaching a class on a JupyterHub").
 #
-#   docker build --build-arg UID="$(id -u)" --build-arg GID="$(id -g)" -t commlab-course .
+# A laptop, or any machine without an NVIDIA GPU (a Mac, Windows with WSL2, Linux): torch's CPU
+# build, several GB smaller, and no --gpus:
+#   docker build --build-arg TORCH=cpu --build-arg UID="$(id -u)" --build-arg GID="$(id -g)" \
+#       -t commlab-course .
 #   mkdir -p commlab-work
+#   docker run --rm -it --shm-size=1g -p 127.0.0.1:8888:8888 \
+#       -v "$PWD/commlab-work:/home/jovyan/work" commlab-course
+# A host with NVIDIA GPUs, their driver and the NVIDIA Container Toolkit: PyPI's torch (CUDA),
+# and the GPUs handed to the container:
+#   docker build --build-arg UID="$(id -u)" --build-arg GID="$(id -g)" -t commlab-course .
 #   docker run --rm -it --gpus all --shm-size=1g -p 127.0.0.1:8888:8888 \
 #       -v "$PWD/commlab-work:/home/jovyan/work" commlab-course
 #
+# The build needs BuildKit (RUN --mount): Docker 23 or newer uses it by default; Docker 20.10
+# (Debian 12's docker.io) stops with "the --mount option requires BuildKit" unless built with
+# DOCKER_BUILDKIT=1 docker build ... . podman builds it as it is. Rootless podman (Fedora's
+# default) maps your uid to root inside the container, so commlab-work/ is not the image
+# user's: start it with podman run --userns=keep-id ... .
+#
 # Targets: `student` (the default, last below): the student edition (helpers/scripts/student_edition.py),
-# no solutions, hidden tests, grader or gradebook. `instructor`: the whole course, for grading
-# and for the maintainers' tests.
+# no solutions, hidden tests, grader or gradebook; the student edition builds it too.
+# `instructor`: the whole course, for grading and for the maintainers' tests.
 #
 # Build arguments (README, Docker):
 #   UID, GID      the host user's ids (default 1000 and 100, a JupyterHub's); ids the base has
@@ -18,8 +32,9 @@
 #   JUPYTERHUB    the version of the hub that will start the image, when it is not
 #                 requirements.txt's jupyterhub pin (jupyterhub-singleuser must match the hub's
 #                 major.minor version: Zero to JupyterHub 4.4.0 runs JupyterHub 5.5.0)
-#   TORCH         empty: the pin's PyPI wheel (on Linux x86-64 built for CUDA 13.0); cpu: the
-#                 CPU build; cu126: another CUDA, from PyTorch's index
+#   TORCH         empty or cuda: the pin's PyPI wheel (on Linux x86-64 built for CUDA 13.0);
+#                 cpu: the CPU build (from the build's pip configuration where it has it, else
+#                 PyTorch's CPU index); cu126: another CUDA, from PyTorch's index
 #   TORCH_INDEX   the address of that index or of a mirror of it, when it is not
 #                 https://download.pytorch.org/whl/$TORCH (torch alone comes from it)
 #   PYTHON_IMAGE  the base: a Debian-like image with python3 (3.11 or newer, with its venv
@@ -104,7 +119,8 @@ ENV HOME=/home/jovyan \
     COMMLAB_INSTRUCTOR_IMAGE=1
 # matplotlib's font cache, in the user's home: built once here, not on the first picture
 RUN python -c "import matplotlib.font_manager"
-CMD ["make", "lab"]
+# the instructor's Lab: the course's root with nbgrader's Formgrader (`make lab` is a student's)
+CMD ["make", "formgrader"]
 
 
 # What students run: the student edition only, in /opt/course, outside the home that a hub

@@ -7,11 +7,14 @@
 #
 # PYTHON  the interpreter that creates .venv (3.11 or newer)
 # VENV    where the environment lives (the Docker image uses /opt/venv; conda: $CONDA_PREFIX)
-# TORCH   cpu: the CPU build of torch from PyTorch's index (laptops without a GPU, CI)
+# TORCH   auto: on Linux without an NVIDIA GPU torch's CPU build (PyTorch's CPU index), with one
+#         PyPI's (CUDA); macOS: PyPI's (CPU). cpu or cuda: that one; cu126: PyTorch's cu126 index.
+#         .venv keeps the build it was made with (helpers/scripts/torch_build.sh): make clean
+#         before asking for another
 # WORK    the student's workspace, filled from notebooks/ and never overwritten
 PYTHON ?= python3
 VENV ?= .venv
-TORCH ?=
+TORCH ?= auto
 WORK ?= work
 LAB_FLAGS ?=
 BIN := $(VENV)/bin
@@ -33,14 +36,28 @@ COURSE_ID ?= $(or $(COMMLAB_COURSE_ID),commlab)
 COLLECTED ?= collected
 
 .PHONY: setup lab test lint bench bench-rendezvous bench-grade baselines generate validate grade clean
-.PHONY: check course-source student-edition execute formgrader site site-source site-venv
+.PHONY: torch-build check course-source student-edition execute formgrader site site-source site-venv
 .PHONY: hub hub-setup collect release-feedback
 
 setup: $(STAMP)
 
-# Reinstalls whenever the pins or the package metadata change.
-$(STAMP): requirements.txt $(wildcard requirements-dev.txt) pyproject.toml
-	@PYTHON="$(PYTHON)" VENV="$(VENV)" TORCH="$(TORCH)" sh helpers/scripts/install_requirements.sh
+# The target a student ran, for the advice about TORCH (make lab, make check, ...)
+GOAL = $(firstword $(filter-out clean,$(MAKECMDGOALS)) setup)
+
+TORCH_CHOICE = sh helpers/scripts/torch_build.sh choose "$(VENV)" "$(TORCH)" "$(GOAL)"
+
+# Every make that needs .venv, even an up-to-date one, stops when TORCH asks for another torch
+# build than .venv holds, rather than keep it without a word.
+torch-build:
+	@sh helpers/scripts/torch_build.sh check "$(VENV)" "$(TORCH)" "$(GOAL)"
+
+# Reinstalls whenever the pins or the package metadata change. The stamp records the torch build
+# (cpu, cuda, cu126, ...), which torch_build.sh chooses and says why, in one line.
+$(STAMP): requirements.txt $(wildcard requirements-dev.txt) pyproject.toml | torch-build
+	$(eval TORCH_BUILD := $(shell $(TORCH_CHOICE)))
+	@test -n "$(TORCH_BUILD)" || { echo "make: no torch build chosen (TORCH=$(TORCH))"; exit 2; }
+	@PYTHON="$(PYTHON)" VENV="$(VENV)" TORCH="$(TORCH_BUILD)" \
+		sh helpers/scripts/install_requirements.sh
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
 		--no-build-isolation -e .
 	# matplotlib builds its font cache on first import and says so on stderr, which strict
@@ -49,18 +66,23 @@ $(STAMP): requirements.txt $(wildcard requirements-dev.txt) pyproject.toml
 	# Lab's settings for the course: no question about Jupyter's news to every student
 	mkdir -p $(VENV)/share/jupyter/lab/settings
 	cp helpers/jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
-	touch $(STAMP)
+	echo "$(TORCH_BUILD)" > $(STAMP)
 
 # Jupyter stops as root ("Running as root is not recommended. Use --allow-root to bypass"): as
 # root (a cloud VM, a container's shell) Lab is started with --allow-root, and says so.
 AS_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
 # Students work in $(WORK)/, a copy of notebooks/ that git ignores and the tests never read.
+# Their Lab keeps nbgrader's Validate button without the instructor's panels (Formgrader, Create
+# assignment, Course list, Assignments), as the Docker image does: helpers/jupyter/student/
+# turns them off for this Lab only, since make formgrader shares .venv and needs them.
+STUDENT_CONFIG := $(CURDIR)/helpers/jupyter/student
 lab: setup
 	$(BIN)/python helpers/scripts/workspace.py notebooks $(WORK)
 	@if [ -n "$(AS_ROOT)" ]; then echo "make lab: you are root, so JupyterLab starts with \
 	--allow-root (everything your notebooks run, runs as root)"; fi
-	$(BIN)/jupyter lab --notebook-dir=$(WORK) $(AS_ROOT) $(LAB_FLAGS)
+	JUPYTER_CONFIG_PATH="$(STUDENT_CONFIG)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+		$(BIN)/jupyter lab --notebook-dir=$(WORK) $(AS_ROOT) $(LAB_FLAGS)
 
 check: setup
 	@$(BIN)/python helpers/scripts/check_notebook.py $(WORK) "$(CHAPTER)"
@@ -88,7 +110,7 @@ site: site-source site-venv
 		--hub "$(HUB)" --repo "$(REPO)" --branch "$(BRANCH)"
 
 lint: setup
-	$(BIN)/ruff check helpers tests bench grader tools
+	$(BIN)/ruff check helpers tests bench grader tools $(wildcard solutions/*/checks.py)
 
 test: course-source lint
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

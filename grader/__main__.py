@@ -1,4 +1,5 @@
-"""``python -m grader grade|generate|validate|merge`` (see grader/cli.py)."""
+"""``python -m grader grade|merge|export|collect|release-feedback|generate|validate`` (see
+grader/cli.py)."""
 
 import sys
 

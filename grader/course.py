@@ -129,8 +129,12 @@ def validate(path: Path, invert: bool = False) -> list[str]:
     from nbgrader.validator import Validator
     from traitlets.config import Config
 
+    from commlab.answers import prepare_notebook
+
     config = Config()
     config.Execute.timeout = CELL_TIMEOUT
+    # the answers of each test as grading defines them (commlab.cells), as Validate does
+    config.Execute.on_notebook_start = prepare_notebook
     validator = Validator(config=config, invert=invert)
     results = validator.validate(str(path))
     problems = []

@@ -36,7 +36,7 @@ Where nbgrader wrote each submission's time, the due dates choose (:mod:`grader.
 the newest submission on time, and late ones are marked.
 
 Rosters (``roster=FILE``), matched to the students found by LMS id first, then by name, one row
-to one student (see :func:`grader.intake.roster._match_roster`):
+to one student (see :func:`grader.intake.roster.match_roster`):
 
 - one student a line, as the layout names them (``kim``, ``smithjane_1234``, ``jdoe2``) or an id
   or a full name; blank lines and ``#`` comments are ignored;
@@ -68,9 +68,8 @@ from pathlib import Path, PurePosixPath
 
 from . import deadlines, exchange
 from .errors import IntakeError
-from .names import _ascii, _key, _person, one_line
-from .names import _digest as _name_digest
-from .roster import _match_roster, _Person, _read_roster
+from .names import ascii_only, folder_key, name_digest, one_line, person_folder
+from .roster import Person, match_roster, read_roster
 
 LAYOUTS = ("folders", "exchange", "canvas", "moodle", "blackboard", "flat")
 
@@ -190,7 +189,7 @@ def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "aut
     (:func:`grader.intake.deadlines.choose`)."""
     if lms != "auto" and lms not in LAYOUTS:
         raise IntakeError(f"unknown LMS layout {lms!r}: use one of auto, {', '.join(LAYOUTS)}")
-    members = _read_roster(Path(roster)) if roster is not None else None  # before a long unzip
+    members = read_roster(Path(roster)) if roster is not None else None  # before a long unzip
     skipped: list[Skipped] = []
     root, originals = _unpack(Path(source), Path(scratch), skipped)
     files = _listing(root, skipped, originals)
@@ -202,7 +201,7 @@ def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "aut
                                  None)) for rel, path in files]
     _apart([reading for _, _, reading in readings if reading and reading.student])
     candidates: list[_Candidate] = []
-    people: dict[str, _Person] = defaultdict(_Person)
+    people: dict[str, Person] = defaultdict(Person)
     for rel, path, reading in readings:
         if reading and reading.student:
             people[reading.student].ids.update((reading.student, *reading.ids))
@@ -222,7 +221,7 @@ def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "aut
                                      reading.at, reading.folder))
     submissions = _newest(candidates, skipped, due or {}, take)
     identities = {student: dict(person.identity) for student, person in people.items()}
-    students = None if members is None else _match_roster(members, people, layout, identities)
+    students = None if members is None else match_roster(members, people, layout, identities)
     unlisted = [] if students is None else \
         sorted({s.student for s in submissions} - set(students))
     return Intake(submissions, sorted(skipped, key=lambda s: s.name), layout, students,
@@ -239,7 +238,7 @@ def _apart(readings: list[_Reading]) -> None:
         made_for[reading.student.casefold()].add(reading.who or reading.student)
     for reading in readings:
         if len(made_for[reading.student.casefold()]) > 1:
-            reading.student = f"{reading.student}_{_name_digest(reading.who or reading.student)}"
+            reading.student = f"{reading.student}_{name_digest(reading.who or reading.student)}"
 
 
 def _why_unusable(rel: PurePosixPath, reading: _Reading | None, layout: str) -> str:
@@ -377,7 +376,7 @@ def _read_canvas(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Readin
     numbered = re.fullmatch(r"(?P<stem>.+)-(?P<n>\d+)(?P<ext>\.[^.]+)", file)
     if numbered:  # Canvas's name for a file uploaded again
         file, again = numbered["stem"] + numbered["ext"], int(numbered["n"])
-    return _Reading(student=_person(match["name"], match["id"]), file=file,
+    return _Reading(student=person_folder(match["name"], match["id"]), file=file,
                     when=("", again, int(match["submission"])), ids=(match["id"],),
                     names=(match["name"],), who=f"canvas {match['id']}",
                     identity={"id": match["id"], "student": match["name"]})
@@ -387,7 +386,7 @@ def _read_moodle(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Readin
     for index, part in enumerate(rel.parts):
         match = MOODLE.fullmatch(part)
         if match and (match["file"] or index < len(rel.parts) - 1):
-            return _Reading(student=_person(match["name"], match["id"]),
+            return _Reading(student=person_folder(match["name"], match["id"]),
                             file=match["file"] or rel.name, ids=(match["id"],),
                             names=(match["name"],), who=f"moodle {match['id']}",
                             identity={"identifier": f"Participant {match['id']}",
@@ -404,7 +403,7 @@ def _read_blackboard(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Re
     receipt = _receipt_name(path.with_name(prefix + ".txt"))
     if receipt and prefix.endswith(f"_{receipt[1]}_attempt_{match['time']}"):
         user, names = receipt[1], (receipt[0],)  # a username with "_" in it
-    reading = _Reading(student=_key(user), file=match["file"] or "", ids=(user,), names=names,
+    reading = _Reading(student=folder_key(user), file=match["file"] or "", ids=(user,), names=names,
                        when=(match["time"], 0, 0), who=f"blackboard {user}",
                        identity={"username": user, **({"full name": receipt[0]}
                                                       if receipt else {})})
@@ -427,7 +426,7 @@ def _read_exchange(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Read
     entry = exchange.read(rel, path, chapters)
     if entry is None:
         return None
-    reading = _Reading(student=_key(entry.student), chapter=entry.chapter, file=rel.name,
+    reading = _Reading(student=folder_key(entry.student), chapter=entry.chapter, file=rel.name,
                        ids=(entry.student,), names=(entry.student,),
                        who=f"login {entry.student}", folder=entry.folder,
                        record=rel.name in exchange.RECORDS, why=entry.why,
@@ -448,7 +447,7 @@ def _read_folders(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Readi
     if chapter is None:
         return None
     student = rel.parts[-3]
-    reading = _Reading(student=_key(student), chapter=chapter, file=rel.name,
+    reading = _Reading(student=folder_key(student), chapter=chapter, file=rel.name,
                        preferred=_chapter_of(rel.name, chapters)[0] == chapter,
                        ids=(student,), names=(student,), who=f"folder {student}",
                        record=rel.name in exchange.RECORDS)
@@ -471,7 +470,7 @@ def _read_flat(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading 
         student = rel.name.split("_")[0]
     else:
         student = rel.parts[-2] if len(rel.parts) > 1 else ""
-    return _Reading(student=_key(student) if student.strip() else "", chapter=chapter,
+    return _Reading(student=folder_key(student) if student.strip() else "", chapter=chapter,
                     ids=(student,), names=(student,), who=f"folder {student}")
 
 
@@ -490,7 +489,7 @@ _READERS = {  # the stricter names first
 def _tokens(name: str) -> list[str]:
     stem = re.sub(r"\.ipynb$", "", name, flags=re.IGNORECASE)
     stem = re.sub(r"\s*\(\d+\)$", "", stem)  # a browser's second copy: "name (1)"
-    return [t for t in re.split(r"[^a-z0-9]+", _ascii(stem).lower()) if t]
+    return [t for t in re.split(r"[^a-z0-9]+", ascii_only(stem).lower()) if t]
 
 
 def _number(token: str) -> int | None:

@@ -6,8 +6,9 @@ line breaks, any script, right-to-left marks, or run to hundreds of characters. 
 - a student's folder name (under OUT, and nbgrader's student id) is made of ``[A-Za-z0-9._-]``
   only, at most 64 characters of the name, with the LMS's id when it has one; a name without an
   id that lost anything on the way (accents, other scripts, punctuation, length) gets 6
-  characters of its SHA-256 (:func:`_key`), so two names never share a folder;
-- names are compared by letters and digits of any script, without case (:func:`_norm`);
+  characters of its SHA-256 (:func:`folder_key`), so two names never share a folder;
+- names are compared by letters and digits of any script, without case
+  (:func:`comparable_name`);
 - a name written for a person to read (a CSV an instructor opens, the gradebook Formgrader
   shows) is one line that no spreadsheet evaluates (:func:`display`).
 """
@@ -25,27 +26,27 @@ LONGEST = 64  # characters of a name kept in a folder name: paths stay far below
 FORMULA_START = frozenset("=+-@\t\r\n")
 
 
-def _ascii(text: str) -> str:
+def ascii_only(text: str) -> str:
     return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
 
 
 def _safe(name: str) -> str:
     """A folder name made of [A-Za-z0-9._-] that still reads as the student's name."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", _ascii(name).strip()).strip("._-")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", ascii_only(name).strip()).strip("._-")
     return safe[:LONGEST].rstrip("._-")
 
 
-def _digest(text: str) -> str:
+def name_digest(text: str) -> str:
     return hashlib.sha256(unicodedata.normalize("NFC", text).encode()).hexdigest()[:6]
 
 
-def _person(name: str, lms_id: str) -> str:
+def person_folder(name: str, lms_id: str) -> str:
     """The LMS's name and id: ``smithjane_1234``, ``Jane_Doe_4242`` (the id alone if the name
     has no Latin letters). The id keeps two students apart, whatever their names."""
     return "_".join(filter(None, (_safe(name), lms_id)))
 
 
-def _key(name: str) -> str:
+def folder_key(name: str) -> str:
     """The folder name of a student the LMS names without an id (a Blackboard username, a
     folder's name): the name itself when it is made of ``[A-Za-z0-9._-]`` and spaces (a space
     becomes ``_``), else what is left of it and 6 characters of its SHA-256: ``José`` and
@@ -54,7 +55,7 @@ def _key(name: str) -> str:
     safe = _safe(name)
     if safe and safe == name.replace(" ", "_"):
         return safe
-    return f"{safe or 'student'}_{_digest(name)}"
+    return f"{safe or 'student'}_{name_digest(name)}"
 
 
 def _fold(text: str, accents: bool) -> str:
@@ -63,18 +64,18 @@ def _fold(text: str, accents: bool) -> str:
     return unicodedata.normalize("NFC", "".join(kept))
 
 
-def _norm(name: str, accents: bool = False) -> str:
+def comparable_name(name: str, accents: bool = False) -> str:
     """A name to compare: "Smith, Jane" and "smithjane" both give "smithjane"; letters of any
     script count, right-to-left marks and punctuation do not; "José" gives "jose" (with
     ``accents``, "josé")."""
     return _fold(name, accents)
 
 
-def _name_forms(*words: str, accents: bool = False) -> tuple[str, ...]:
+def name_forms(*words: str, accents: bool = False) -> tuple[str, ...]:
     """A name in either order: "Jane Doe" and "Doe Jane", "Mary Ann Smith" and "Smith Mary Ann";
     none for a name without a letter or digit."""
     parts = [w for w in re.split(r"[\s,]+", " ".join(words)) if w]
-    forms = {_norm("".join(parts[i:] + parts[:i]), accents) for i in range(len(parts))}
+    forms = {comparable_name("".join(parts[i:] + parts[:i]), accents) for i in range(len(parts))}
     return tuple(sorted(f for f in forms if f))
 
 

@@ -12,18 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import IntakeError
-from .names import _digest, _key, _name_forms, _norm, _person
+from .names import comparable_name, folder_key, name_digest, name_forms, person_folder
 
 
 @dataclass
-class _Person:
+class Person:
     ids: set = field(default_factory=set)  # as the LMS wrote them
     names: set = field(default_factory=set)
     identity: dict = field(default_factory=dict)
 
 
 @dataclass
-class _Member:
+class Member:
     """One student of the roster, as the LMS's export describes them."""
     ids: tuple = ()
     names: tuple = ()  # as the LMS wrote them
@@ -37,7 +37,7 @@ ID_COLUMNS = ("id", "sis user id", "sis login id", "login id", "username", "stud
 NAME_COLUMNS = ("student", "full name", "first name", "last name", "identifier", "username")
 
 
-def _read_roster(path: Path) -> list[_Member]:
+def read_roster(path: Path) -> list[Member]:
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -62,7 +62,7 @@ def _read_roster(path: Path) -> list[_Member]:
     if delimiter not in lines[0]:
         if lines[0].strip().strip('"').lower() in ID_COLUMNS + NAME_COLUMNS:
             lines = lines[1:]  # a one-column export: "Username", then one a line
-        return [_Member(ids=(line.strip(),), names=(line.strip(),), fallback=_key(line))
+        return [Member(ids=(line.strip(),), names=(line.strip(),), fallback=folder_key(line))
                 for line in lines]
     # from the header on, as CSV: a quoted name may hold a line break, or start with "#"
     before = text.splitlines(keepends=True)
@@ -71,7 +71,7 @@ def _read_roster(path: Path) -> list[_Member]:
     return _read_csv(path, "".join(before[start:]), delimiter)
 
 
-def _read_csv(path: Path, text: str, delimiter: str) -> list[_Member]:
+def _read_csv(path: Path, text: str, delimiter: str) -> list[Member]:
     rows = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     rows.fieldnames = [(f or "").strip().strip('"').lower() for f in rows.fieldnames]
     if not set(rows.fieldnames) & set(ID_COLUMNS + NAME_COLUMNS):
@@ -92,7 +92,7 @@ def _read_csv(path: Path, text: str, delimiter: str) -> list[_Member]:
     return members
 
 
-def _member(cell: dict[str, str]) -> _Member:
+def _member(cell: dict[str, str]) -> Member:
     participant = re.sub(r"\D", "", cell.get("identifier", ""))  # "Participant 4242"
     first, last = cell.get("first name", ""), cell.get("last name", "")
     full = cell.get("full name") or f"{first} {last}".strip()
@@ -101,19 +101,19 @@ def _member(cell: dict[str, str]) -> _Member:
                                                                else ())
     keys = {}
     if student and cell.get("id"):
-        keys["canvas"] = _person(_norm(student), cell["id"])
+        keys["canvas"] = person_folder(comparable_name(student), cell["id"])
     if full:
-        keys["moodle"] = _person(full, participant) if participant else _key(full)
+        keys["moodle"] = person_folder(full, participant) if participant else folder_key(full)
     login = cell.get("username") or cell.get("sis login id") or ""
     if login:
-        keys["blackboard"] = _key(login)
+        keys["blackboard"] = folder_key(login)
     fallback = login or full or student or (ids[0] if ids else "")
-    return _Member(ids=ids, names=tuple(filter(None, (student or full,))), keys=keys,
-                   fallback=_key(fallback) if fallback else "",
+    return Member(ids=ids, names=tuple(filter(None, (student or full,))), keys=keys,
+                   fallback=folder_key(fallback) if fallback else "",
                    row={k: v for k, v in cell.items() if v})
 
 
-def _match_roster(members: list[_Member], people: dict[str, _Person], layout: str,
+def match_roster(members: list[Member], people: dict[str, Person], layout: str,
                   identities: dict[str, dict[str, str]]) -> list[str]:
     """Each roster student under the name their files have, or would have had; what the
     roster's row says of them goes into ``identities``.
@@ -131,7 +131,7 @@ def _match_roster(members: list[_Member], people: dict[str, _Person], layout: st
           lambda p: {i.casefold() for i in p.ids})
     for accents in (True, False):
         def forms(names, accents=accents):
-            return {f for name in names for f in _name_forms(name, accents=accents)}
+            return {f for name in names for f in name_forms(name, accents=accents)}
         _pair(members, people, found, lambda m: forms(m.names), lambda p: forms(p.names))
     students = []
     taken = {s.casefold(): f"files {s}" for s in people}
@@ -141,7 +141,7 @@ def _match_roster(members: list[_Member], people: dict[str, _Person], layout: st
             student = member.keys.get(layout) or member.fallback
             who = "roster " + "|".join(member.ids + member.names)
             if student and taken.setdefault(student.casefold(), who) != who:
-                student = f"{student}_{_digest(who)}"  # another student's name already
+                student = f"{student}_{name_digest(who)}"  # another student's name already
                 taken[student.casefold()] = who
         if student:
             identities.setdefault(student, {}).update(member.row)
@@ -149,7 +149,7 @@ def _match_roster(members: list[_Member], people: dict[str, _Person], layout: st
     return list(dict.fromkeys(students))
 
 
-def _pair(members: list[_Member], people: dict[str, _Person], found: dict[int, str],
+def _pair(members: list[Member], people: dict[str, Person], found: dict[int, str],
           of_member, of_person) -> None:
     """Match the rows and students not matched yet that share a key (``of_member``,
     ``of_person``: a row's keys, a student's), where each is the other's only fit."""

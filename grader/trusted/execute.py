@@ -3,7 +3,7 @@ preprocessors, every cell sent to a warm kernel, nbgrader's output limits. The n
 comes back is the one the grader's client received: the student's code never writes it.
 
 The student's own notebook runs on a sandboxed kernel (for the feedback page: their outputs);
-the scoring notebook runs on the scoring kernel (see :mod:`grader.scoring`)."""
+the scoring notebook runs on the scoring kernel (see :mod:`grader.trusted.scoring_notebook`)."""
 
 from __future__ import annotations
 

@@ -154,6 +154,3 @@ def _why(folder: Path, what: str, reason: str) -> str:
             "--no-sandbox inside the instructor image started with --network none (README, "
             "\"For instructors\"). What was graded before this is kept.")
 
-
-async def start_in_background(folder: Path, wrap, env) -> asyncio.Task:
-    return asyncio.ensure_future(start(folder, wrap, env))

@@ -2,9 +2,10 @@
 its tests' ranks run.
 
 The grader runs, for each submission, the instructor's notebook in this kernel (see
-:mod:`grader.scoring`): first :func:`begin`, which reads the submission's answers and sends every
-``commlab.run`` of this kernel to a fresh rank host in the sandbox; then, for each answer cell,
-:func:`answer` stand-ins; then the test cells as the instructor wrote them; then :func:`end`.
+:mod:`grader.trusted.scoring_notebook`): first :func:`begin`, which reads the submission's answers
+and sends every ``commlab.run`` of this kernel to a fresh rank host in the sandbox; then, for
+each answer cell, :func:`answer` stand-ins; then the test cells as the instructor wrote them, each
+after :func:`testing`; then :func:`end`.
 This kernel decides every score and runs no line of the student's code: the ranks do, and what
 they send back is read as data (:mod:`grader.wire`).
 """
@@ -160,11 +161,12 @@ def _forget_previous_submission() -> None:
 
 
 def begin(submission: str) -> None:
-    """Take the submission written at ``submission`` (answers, imports, the sandbox's plan)."""
+    """Take the submission written at ``submission`` (the pieces the grading rule takes, the
+    sandbox's plan)."""
     global _book, _host
     _forget_previous_submission()
     data = json.loads(Path(submission).read_text())
-    _book = stand_ins.Book([tuple(a) for a in data["answers"]], data["imports"],
+    _book = stand_ins.Book([tuple(piece) for piece in data["pieces"]], data["cuts"],
                            set(data.get("shared", [])))
     _host = RankHost(_plan(data["plan"]))
     launch.launch_elsewhere(_host.launch)
@@ -187,6 +189,13 @@ def answers_defined() -> None:
     except (stand_ins.AnswersEndedTheirProcess, stand_ins.AnswersDidNotFinish) as exc:
         launch.launch_elsewhere(_refuse(str(exc)))
         raise
+
+
+def testing(grade_id: str) -> None:
+    """The test cell ``grade_id`` comes next: its answers are what the cells above it define."""
+    if _book is None:
+        raise RuntimeError("begin() first")
+    _book.testing(grade_id)
 
 
 def _refuse(why: str):

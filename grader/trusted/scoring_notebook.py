@@ -4,9 +4,12 @@ answers as stand-ins, and nothing else of the student's.
 For each submission the scoring kernel (one per worker, never sandboxed because it never runs
 student code) runs a notebook made from ``solutions/`` (hidden tests included):
 
-- a first cell that takes the submission (:func:`grader.trusted.scoring_kernel.begin`): its
-  answer cells and import lines, read here from the sanitized notebook as text, never run here;
-- every test cell, as the instructor wrote it;
+- a first cell that takes the submission (:func:`grader.trusted.scoring_kernel.begin`): what
+  the grading rule (:mod:`commlab.cells`) takes of it (its answer cells and its own cells, to be
+  defined in the ranks from their definitions only), read here from the sanitized notebook as
+  text, never run here;
+- every test cell, as the instructor wrote it, after a cell that names it (the answers it sees
+  are those the cells above it in the student's notebook define);
 - for each answer cell, the solution cell's imports and a stand-in for each name it defines
   (:mod:`grader.trusted.stand_ins`): the student's code runs only in the ranks, in the sandbox;
 - from every other code cell, only its top-level imports, ``def``s, ``class``es and assignments
@@ -29,7 +32,8 @@ from pathlib import Path
 import nbformat
 from nbgrader.utils import is_grade, is_solution
 
-from commlab.cells import bound_names, defined_names, definitions, imports, provided_names
+from commlab import cells
+from commlab.cells import defined_names, definitions, imports
 
 from .. import course
 from ..sandboxed import namespaces
@@ -53,36 +57,36 @@ def _grade_id(cell) -> str:
 
 
 def submission_data(submitted, plan: namespaces.Plan | None, chapter: str | None = None) -> dict:
-    """What the scoring kernel takes of a submission: the student's answer cells (grade id,
-    source), the import lines of their other cells, the rank host's namespaces, and the names
-    of the chapter's own definitions an answer may use. Text only."""
-    answers = [(_grade_id(c), c.source) for c in submitted.cells if is_answer(c)]
-    lines = [line for c in submitted.cells if c.cell_type == "code" and not is_test(c)
-             and not is_answer(c) for line in imports(c.source)]
-    return {"answers": answers, "imports": list(dict.fromkeys(lines)),
+    """What the scoring kernel takes of a submission, as the grading rule (:mod:`commlab.cells`)
+    takes it: the answer cells and the student's own cells (grade id, source), how many of them
+    lie above each test, the rank host's namespaces, and the names of the chapter's own
+    definitions an answer may use. Text only."""
+    release = release_cells(chapter) if chapter else []
+    found, cuts = cells.pieces(submitted.cells, cells.given_sources(release))
+    return {"pieces": [dataclasses.astuple(piece) for piece in found], "cuts": cuts,
             "plan": None if plan is None else namespaces.plan_data(plan),
             "shared": sorted(shared_names(chapter)) if chapter else []}
 
 
 @functools.cache
+def release_cells(chapter: str) -> list:
+    """The code cells of the chapter's student notebook, as the course releases it."""
+    release = nbformat.read(course.NOTEBOOKS / chapter / f"{chapter}.ipynb", as_version=4)
+    return [cell for cell in release.cells if cell.cell_type == "code"]
+
+
+@functools.cache
 def shared_names(chapter: str) -> frozenset[str]:
-    """What the chapter's own cells give the answers (neither answer nor test cells: their
-    imports, ``def``s, ``class``es and call-free assignments), and the answer cells' imports."""
-    source = nbformat.read(course.SOLUTIONS / chapter / f"{chapter}.ipynb", as_version=4)
-    names: set[str] = set()
-    for cell in source.cells:
-        if cell.cell_type != "code" or is_test(cell):
-            continue
-        names |= bound_names("\n".join(imports(cell.source))) if is_answer(cell) \
-            else provided_names(cell.source)
-    return frozenset(names)
+    """What the chapter's own cells give the answers (see :func:`commlab.cells.shared_names`),
+    read from the notebook the students received."""
+    return frozenset(cells.shared_names(release_cells(chapter)))
 
 
 def scoring_notebook(chapter: str, submission_file: Path):
     """The notebook the scoring kernel runs for one submission of ``chapter``."""
     source = nbformat.read(course.SOLUTIONS / chapter / f"{chapter}.ipynb", as_version=4)
     new = nbformat.v4.new_code_cell
-    cells = [new(f"import grader.trusted.scoring_kernel as {SCORER}\n"
+    steps = [new(f"import grader.trusted.scoring_kernel as {SCORER}\n"
                  f"{SCORER}.begin({str(submission_file)!r})")]
     first_test = True
     for cell in source.cells:
@@ -90,20 +94,22 @@ def scoring_notebook(chapter: str, submission_file: Path):
             continue
         if is_test(cell):
             if first_test:  # the answers, defined once before any test (stand_ins)
-                cells.append(new(f"{SCORER}.answers_defined()"))
+                steps.append(new(f"{SCORER}.answers_defined()"))
                 first_test = False
+            # the answers as the cells above this test define them, in the student's notebook
+            steps.append(new(f"{SCORER}.testing({_grade_id(cell)!r})"))
             test = copy.deepcopy(cell)
             test.outputs, test.execution_count = [], None
-            cells.append(test)
+            steps.append(test)
         elif is_answer(cell):
             stand_ins = [*imports(cell.source)] + [
                 f"{name} = {SCORER}.answer({_grade_id(cell)!r}, {name!r})"
                 for name in defined_names(cell.source)]
-            cells.append(new("\n".join(stand_ins)))
+            steps.append(new("\n".join(stand_ins)))
         elif code := definitions(cell.source):
-            cells.append(new(code))
-    cells.append(new(f"{SCORER}.end()"))
-    notebook = nbformat.v4.new_notebook(cells=cells, metadata=source.metadata)
+            steps.append(new(code))
+    steps.append(new(f"{SCORER}.end()"))
+    notebook = nbformat.v4.new_notebook(cells=steps, metadata=source.metadata)
     return notebook
 
 

@@ -3,10 +3,11 @@
 The scoring kernel never runs a line of the student's code. Where the instructor's notebook has
 an answer cell, it holds an :class:`Answer` for each name the solution defines (``my_broadcast``,
 ``BucketedDDP``). A test cell sends its case function to the ranks with cloudpickle; the stand-in
-goes along as an :class:`Answers` bundle: the student's answer cells, the ``import`` lines of their
-other cells that bind a name the answers use, and the kernel's own definitions (imports, helpers)
-that the answers may use. In a rank, unpickling it executes those cells once
-(:mod:`grader.sandboxed.define`), in a namespace of its own, and hands back the student's
+goes along as an :class:`commlab.answers.Answers` bundle: what the grading rule
+(:mod:`commlab.cells`) takes of the cells above that test (the answer cells and the student's
+own cells, their definitions only), and the kernel's own definitions (the chapter's imports and
+helpers) that those use. In a rank, unpickling it defines them once
+(:mod:`grader.sandboxed.define`), in a namespace of their own, and hands back the student's
 definition: the rank runs the student's ``my_broadcast``, the kernel only ever sees what the ranks
 return.
 
@@ -18,47 +19,46 @@ from __future__ import annotations
 
 import builtins
 import sys
-import types
 import uuid
 from typing import Any
 
-import cloudpickle
+from commlab import answers
+from commlab.answers import Answers
 
-from commlab.cells import bound_names, free_names
-
-from ..sandboxed.define import Answers, _Module, call_answer, define_only, defined
-
-# Names of the kernel's namespace the ranks never need: IPython's own, and the stand-ins
-# themselves (the student's cells define those).
-_NOT_SENT = {"In", "Out", "get_ipython", "exit", "quit"}
+from ..sandboxed.define import call_answer, define_only
 
 
 class Book:
     """The scoring kernel's copy of one submission's answers (see the module docstring).
 
+    ``pieces``: (label, grade id or None, source) of the cells the rule takes, in the
+    notebook's order; ``cuts``: for each test's grade id, how many pieces lie above that test;
     ``shared``: the names the chapter's own cells define (neither answers nor tests), the only
     names of this kernel an answer may be given.
     """
 
-    def __init__(self, answers: list[tuple[str, str]], imports: list[str],
+    def __init__(self, pieces: list[tuple[str, str | None, str]], cuts: dict[str, int],
                  shared: set[str] | None = None):
-        used = set().union(*(free_names(source) for _, source in answers)) if answers else set()
-        # only the import lines that bind a name the answers use: every rank of every launch
-        # runs them, and a chapter's `import matplotlib.pyplot as plt` alone costs each rank
-        # a fifth of a second that no answer needs
-        self.answers = answers
-        self.imports = [line for line in imports if bound_names(line) & used]
-        self.given = used & set(shared or ())
+        self.pieces, self.cuts = pieces, cuts
+        self.shared = set(shared or ())
+        self.test: str | None = None  # the test cell being scored: its pieces are sent
         self._bundle: Answers | None = None
 
     def forget_bundle(self, *_: Any) -> None:
         """The kernel's namespace is about to change (a new cell): build the next bundle anew."""
         self._bundle = None
 
+    def testing(self, grade_id: str | None) -> None:
+        """The test cell ``grade_id`` comes next (None: every piece, as before the first)."""
+        self.test = grade_id
+        self._bundle = None
+
     def bundle(self) -> Answers:
         if self._bundle is None:
-            self._bundle = Answers(uuid.uuid4().hex, self.answers, self.imports,
-                                   _seed(self.given))
+            cut = self.cuts.get(self.test, len(self.pieces)) if self.test else len(self.pieces)
+            pieces = self.pieces[:cut]
+            self._bundle = Answers(uuid.uuid4().hex, pieces,
+                                   _seed(answers.used_names(pieces) & self.shared))
         return self._bundle
 
 
@@ -75,25 +75,11 @@ def _seed(given: set[str]) -> bytes:
     test cell made (its checks, its cases, a hidden test's values), which an answer could call
     to learn what the test expects."""
     global _building_seed
-    namespace = vars(sys.modules["__main__"])
-    sendable = {}
     _building_seed = True
     try:
-        for name, value in list(namespace.items()):
-            if (name not in given or name.startswith("_") or name in _NOT_SENT
-                    or isinstance(value, Answer)):
-                continue
-            if isinstance(value, types.ModuleType):  # imported in the rank when first used
-                sendable[name] = _Module(value.__name__)
-                continue
-            try:
-                cloudpickle.dumps(value)
-            except Exception:  # noqa: BLE001 - e.g. a run's result holding a figure, a case
-                continue       # function: not what an answer refers to
-            sendable[name] = value
+        return answers.seed(vars(sys.modules["__main__"]), given, Answer)
     finally:
         _building_seed = False
-    return cloudpickle.dumps(sendable)
 
 
 class Answer:
@@ -105,7 +91,7 @@ class Answer:
     def __reduce__(self):
         if _building_seed:
             raise _InSeed(self.name)
-        return defined, (self.book.bundle(), self.grade_id, self.name)
+        return answers.defined, (self.book.bundle(), self.grade_id, self.name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from commlab import checks, launch

@@ -21,6 +21,7 @@ case in every failure message. :func:`run` runs one case on its own.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import functools
@@ -79,6 +80,46 @@ def canonical(op: str) -> str:
 class CheckFailed(AssertionError):
     """A test cell's expectation was not met; the message names the case it failed in."""
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows for it (in the notebook, Validate and the feedback): the reason
+        alone, without the frames of the course's own check code above it."""
+        return f"{type(self).__name__}: {self}".splitlines()
+
+
+# --- a chapter's test helpers -----------------------------------------------------------------
+
+# The course beside this package (helpers/commlab/ in it): each chapter's checks.py is in its
+# release folder (notebooks/NN_name/, made from solutions/NN_name/ by nbgrader).
+_HERE = os.path.dirname(os.path.abspath(__file__))
+COURSE = os.path.dirname(os.path.dirname(_HERE))
+
+
+def chapter_checks(chapter: str) -> str:
+    """Where chapter ``chapter``'s test helpers are: the course's own copy, never the one in a
+    student's work folder (which a student may edit)."""
+    for folder in ("notebooks", "solutions"):
+        path = os.path.join(COURSE, folder, chapter, "checks.py")
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError(
+        f"The test helpers of chapter {chapter!r} are not in the course at {COURSE} "
+        f"(notebooks/{chapter}/checks.py). Is the course's commlab installed from the course "
+        "folder (make lab does it)?")
+
+
+def test_helpers(chapter: str) -> None:
+    """Define chapter ``chapter``'s test helpers (its case functions and checks, in the
+    chapter's ``checks.py``) in the calling notebook's namespace, as if they stood in the test
+    cell: the names they use are the notebook's (the student's answers, the chapter's own
+    definitions), and they go to the ranks by value, as a cell's functions do."""
+    path = chapter_checks(chapter)
+    with open(path, encoding="utf-8") as file:
+        tree = ast.parse(file.read(), path)
+    if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(
+            getattr(tree.body[0], "value", None), ast.Constant):
+        tree.body = tree.body[1:]  # the module's docstring is not the notebook's
+    exec(compile(tree, path, "exec"), sys._getframe(1).f_globals)  # noqa: S102
+
 
 # --- cases ---------------------------------------------------------------------------------------
 
@@ -119,12 +160,14 @@ def _words(world_size: int | None, context: dict[str, Any]) -> str:
     return ", ".join(parts + [f"{key}={value!r}" for key, value in context.items()])
 
 
-def _context(world_size: int | None, context: dict[str, Any]) -> str:
+def context_words(world_size: int | None, context: dict[str, Any]) -> str:
+    """`` (world_size=4, src=0)``: how a message names its case, after "On rank 0"."""
     words = _words(world_size, context)
     return f" ({words})" if words else ""
 
 
-def _case_context(result: RunResult, context: dict[str, Any]) -> dict[str, Any]:
+def case_context(result: RunResult, context: dict[str, Any]) -> dict[str, Any]:
+    """The parameters that name ``result``'s case (a :class:`CaseResult`'s), with ``context``."""
     return {**getattr(result, "context", {}), **context}
 
 
@@ -364,7 +407,7 @@ def _failure_words(case: Case, number: int, err: CommlabError) -> str:
     text = _NOTHING_PRINTED.sub("", text)
     what = "did not finish" if isinstance(err, CollectiveTimeout) else "failed"
     return (f"Your code {what} when run on {case.world_size} ranks"
-            f"{_context(None, case.context)}.\n{type(err).__name__}: {text}")
+            f"{context_words(None, case.context)}.\n{type(err).__name__}: {text}")
 
 
 def _names(case: Case, text: str) -> bool:
@@ -448,9 +491,6 @@ def late_rank(op: str, count: int, *, timeout: float = 3.0) -> Iterator[None]:
 
 # --- never quote hidden tests ---------------------------------------------------------------
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-
-
 @functools.cache
 def _hidden_blocks() -> re.Pattern:
     """The hidden-test blocks of a test cell, with nbgrader's own delimiters (nbgrader is loaded
@@ -462,11 +502,18 @@ def _hidden_blocks() -> re.Pattern:
     return re.compile(rf"### {re.escape(begin)}\n(.*?)### {re.escape(end)}", re.S)
 
 
+def _course_code(filename: str) -> bool:
+    """commlab's own code, or a chapter's test helpers (its checks.py): not a test cell."""
+    path = os.path.abspath(filename)
+    return path.startswith(_HERE) or (
+        os.path.basename(path) == "checks.py" and path.startswith(COURSE))
+
+
 def _hide_hidden_lines(message: str) -> str:
     """``message`` without any line of the calling test cell's hidden tests (a rank's traceback
     quotes the lines it ran, and the feedback shows the message)."""
     frame = sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_HERE):
+    while frame is not None and _course_code(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
         return message
@@ -691,7 +738,7 @@ def expect(got: Any, expected: Any, *, what: str, rank: int | None = None,
     if same(got, expected):
         return
     where = f"On rank {rank}" if rank is not None else "Here"
-    head = f"{where}{_context(world_size, context)}, {what}"
+    head = f"{where}{context_words(world_size, context)}, {what}"
     if _shown_whole(expected) and _shown_whole(got):
         raise CheckFailed(f"{head} should be\n    {_show(expected)}\nbut it is\n    "
                           f"{_show(got)}")
@@ -704,7 +751,7 @@ def expect_per_rank(result: RunResult, expected: list[Any], *, what: str = "the 
     """Each rank returned ``expected[rank]``."""
     if len(expected) != result.world_size:
         raise ValueError(f"expected has {len(expected)} entries for {result.world_size} ranks")
-    context = _case_context(result, context)
+    context = case_context(result, context)
     for rank, (got, want) in enumerate(zip(result.returns, expected)):
         expect(got, want, what=what, rank=rank, world_size=result.world_size, **context)
 
@@ -722,38 +769,39 @@ def expect_used(result: RunResult, op: str, *, ranks: list[int] | None = None,
                 **context: Any) -> None:
     """Every rank in ``ranks`` (default: all) called ``dist.<op>`` (by any of its names) at
     least once."""
-    context = _case_context(result, context)
+    context = case_context(result, context)
     for rank in ranks if ranks is not None else range(result.world_size):
         if not any(result.calls(name, rank) for name in names_of(op)):
             made = sorted({c.op for c in result.trace[rank]}) or ["no torch.distributed call"]
             raise CheckFailed(
-                f"On rank {rank}{_context(result.world_size, context)}, your code should call "
+                f"On rank {rank}{context_words(result.world_size, context)}, your code should call "
                 f"{_either(op)}, but it made: {', '.join(made)}.")
 
 
 def expect_not_used(result: RunResult, *ops: str, **context: Any) -> None:
     """No rank called any of ``ops`` (by any of their names): the exercise builds them from
     something simpler."""
-    context = _case_context(result, context)
+    context = case_context(result, context)
     for rank in range(result.world_size):
         for op in ops:
             for name in names_of(op):
                 if result.calls(name, rank):
+                    where = context_words(result.world_size, context)
                     raise CheckFailed(
-                        f"On rank {rank}{_context(result.world_size, context)}, your code called "
-                        f"dist.{name}; this exercise asks you to build it without dist.{name}.")
+                        f"On rank {rank}{where}, your code called dist.{name}; this exercise "
+                        f"asks you to build it without dist.{name}.")
 
 
 def expect_only(result: RunResult, allowed: set[str], **context: Any) -> None:
     """Every call each rank made is one of ``allowed`` (e.g. ``{"send", "recv"}``), by any of
     their names."""
-    context = _case_context(result, context)
+    context = case_context(result, context)
     every_name = {name for op in allowed for name in names_of(op)}
     for rank in range(result.world_size):
         other = sorted({c.op for c in result.trace[rank]} - every_name)
         if other:
             raise CheckFailed(
-                f"On rank {rank}{_context(result.world_size, context)}, your code called "
+                f"On rank {rank}{context_words(result.world_size, context)}, your code called "
                 f"{', '.join('dist.' + o for o in other)}; this exercise allows only "
                 f"{', '.join(_either(a) for a in sorted(allowed))}.")
 
@@ -768,7 +816,7 @@ def expect_bytes(result: RunResult, *, sent: list[int] | None = None,
     When the ranks together moved the right number of bytes but not each its own share, the
     message says so, followed by ``hint`` (e.g. which rank sends which chunk when).
     """
-    context = _case_context(result, context)
+    context = case_context(result, context)
     for label, wanted, actual in (("sent", sent, result.bytes_sent()),
                                   ("received", received, result.bytes_received())):
         if wanted is None:
@@ -776,7 +824,7 @@ def expect_bytes(result: RunResult, *, sent: list[int] | None = None,
         for rank, (want, got) in enumerate(zip(wanted, actual)):
             if want == got:
                 continue
-            where = f"On rank {rank}{_context(result.world_size, context)}, your code {label}"
+            where = f"On rank {rank}{context_words(result.world_size, context)}, your code {label}"
             if sum(actual) == sum(wanted):
                 raise CheckFailed(
                     f"{where} {got} bytes, but the algorithm has this rank move exactly {want}. "
@@ -792,10 +840,10 @@ def expect_total_bytes(result: RunResult, *, at_most: int, needs: str,
                        **context: Any) -> None:
     """The ranks together sent at most ``at_most`` bytes; ``needs`` says why that is enough
     (e.g. "each rank's tensor must reach each other rank once"), and what moves more."""
-    context = _case_context(result, context)
+    context = case_context(result, context)
     total = sum(result.bytes_sent())
     if total > at_most:
         raise CheckFailed(
-            f"With {result.world_size} ranks{_context(None, context)}, your ranks sent "
+            f"With {result.world_size} ranks{context_words(None, context)}, your ranks sent "
             f"{total} bytes in all, {total / at_most:.2f} times the {at_most} bytes this "
             f"exercise needs: {needs}")

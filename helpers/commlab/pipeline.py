@@ -336,9 +336,9 @@ def expect_schedule(result: Any, spans_per_rank: list[list[Span]],
         commlab.checks.CheckFailed: the first rank whose steps or messages differ, with what
             was expected and what happened, around the first difference.
     """
-    from .checks import CheckFailed, _case_context, _context
+    from .checks import CheckFailed, case_context, context_words
 
-    where = _context(result.world_size, _case_context(result, {}))
+    where = context_words(result.world_size, case_context(result, {}))
     for rank, (rank_spans, order) in enumerate(zip(spans_per_rank, orders)):
         ran = order_of(rank_spans)
         if ran != order:

@@ -243,6 +243,8 @@ class Recorder:
                 self._board.leaving(call.op, call.index)
 
     def wrap(self, name: str, original: Callable) -> Callable:
+        """``original`` (``dist.<name>``), recording each call the student makes: its
+        arguments before, the call itself (:meth:`calling`), its values after."""
         signature = inspect.signature(original)
 
         @functools.wraps(original)
@@ -256,50 +258,48 @@ class Recorder:
             except TypeError:
                 return original(*args, **kwargs)  # let torch word the error
             bound.apply_defaults()
-            if name in GROUP_MAKERS:
-                index, listed = len(self.groups) + 1, self.groups
-            else:
-                index, listed = self._counts.get(name, 0) + 1, self.calls
-                self._counts[name] = index
-            call = Call(op=name, index=index, seq=len(self.calls), rank=self.rank,
-                        group_ranks=_group_ranks(bound.arguments.get("group")),
-                        case=self.case if listed is self.groups else None)
-            listed.append(call)
-            try:
-                _describe(call, bound.arguments)
-            except Exception:  # a malformed call: torch's own error is the one to show
-                pass
-            if self.keep_values:
-                call.before = _snapshot(bound.arguments)
-            if self._board is not None:
-                self._board.entering(name, index)
-            self._local.depth = 1
-            start = call.started = time.perf_counter()
-            try:
+            call = self._record(name, bound.arguments)
+            with self.calling(call):
                 out = original(*args, **kwargs)
-            except BaseException as exc:
-                call.error = f"{type(exc).__name__}: {exc}"
-                raise
-            finally:
-                call.seconds = time.perf_counter() - start
-                call.finished = start + call.seconds
-                self._local.depth = 0
-                if self._board is not None:
-                    self._board.leaving(name, index)
-            call.async_op = bool(bound.arguments.get("async_op", False))
-            if name in ("recv", "irecv") and call.root is None and isinstance(out, int):
-                call.root = out
-                call.received_from = {out: call.received_from.pop(-1, 0)}
-            if call.async_op or name in ("isend", "irecv", "batch_isend_irecv"):
-                # the call is done, and its values are there, only once the work is waited for
-                call.finished = None
-                return _after_wait(out, lambda: _waited(call, bound.arguments, self.keep_values))
-            if self.keep_values:
-                call.after = _snapshot(bound.arguments)
-            return out
+            return self._returned(call, out, bound.arguments)
 
         traced.__commlab_original__ = original
         return traced
+
+    def _record(self, name: str, arguments: dict[str, Any]) -> Call:
+        """A new call of ``dist.<name>`` with these arguments, numbered and listed (a group's
+        creation among the groups), described, its values before it kept."""
+        if name in GROUP_MAKERS:
+            index, listed = len(self.groups) + 1, self.groups
+        else:
+            index, listed = self._counts.get(name, 0) + 1, self.calls
+            self._counts[name] = index
+        call = Call(op=name, index=index, seq=len(self.calls), rank=self.rank,
+                    group_ranks=_group_ranks(arguments.get("group")),
+                    case=self.case if listed is self.groups else None)
+        listed.append(call)
+        try:
+            _describe(call, arguments)
+        except Exception:  # a malformed call: torch's own error is the one to show
+            pass
+        if self.keep_values:
+            call.before = _snapshot(arguments)
+        return call
+
+    def _returned(self, call: Call, out: Any, arguments: dict[str, Any]) -> Any:
+        """What the call returned, after noting what only its return says (a receive's
+        source, a work handle that finishes the call once waited for)."""
+        call.async_op = bool(arguments.get("async_op", False))
+        if call.op in ("recv", "irecv") and call.root is None and isinstance(out, int):
+            call.root = out
+            call.received_from = {out: call.received_from.pop(-1, 0)}
+        if call.async_op or call.op in ("isend", "irecv", "batch_isend_irecv"):
+            # the call is done, and its values are there, only once the work is waited for
+            call.finished = None
+            return _after_wait(out, lambda: _waited(call, arguments, self.keep_values))
+        if self.keep_values:
+            call.after = _snapshot(arguments)
+        return out
 
 
 _current: Recorder | None = None

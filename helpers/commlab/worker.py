@@ -35,7 +35,7 @@ from typing import Any
 import cloudpickle
 import torch
 
-from . import backend, capture, control, functional, plain, status
+from . import answers, backend, capture, control, functional, plain, status
 from . import trace as tracing
 from .errors import RankFailure, ReturnNotSendable
 
@@ -266,12 +266,15 @@ def describe_failure(exc: BaseException, calls: list[tracing.Call]) -> RankFailu
     """The exception as plain data: type, message, and the frames worth showing a student."""
     frames = traceback.extract_tb(exc.__traceback__)
     own = [f for f in frames if not _is_library_frame(f.filename)]
+    if not own and frames and frames[-1].filename == answers.__file__:
+        frames = []  # the student's cells, as grading defines them: the message names the cell
     inside = next((f.name for f in reversed(frames) if _is_library_frame(f.filename)
                    and f.filename.startswith(_TORCH_DIR)), None)
     last = calls[-1] if calls else None
     in_call = last.label if last is not None and last.error else None
+    why = answers.explain_name_error(exc)  # a name the grading rule left undefined
     return RankFailure(
-        type=type(exc).__name__, message=str(exc),
+        type=type(exc).__name__, message=f"{exc}. {why}" if why else str(exc),
         frames=[(f.filename, f.lineno, f.name, f.line) for f in (own or frames)],
         raised_inside=(in_call or inside) if own and frames[-1] not in own else None,
         in_call=in_call)

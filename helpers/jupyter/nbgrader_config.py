@@ -11,7 +11,13 @@ WORK               the student's work folder: nbgrader fetches into it, and subm
 
 import os
 
+from commlab.answers import prepare_notebook
+
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
+
+# Validate runs each test with the answers as the grader defines them (commlab.cells), as in a
+# student's `make lab` (helpers/jupyter/student/nbgrader_config.py)
+c.Execute.on_notebook_start = prepare_notebook
 
 c.CourseDirectory.course_id = os.environ.get("COMMLAB_COURSE_ID", "commlab")
 c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")

@@ -71,8 +71,13 @@ def run_tests(notebook: Path) -> dict:
     from nbgrader.validator import Validator
     from traitlets.config import Config
 
+    from commlab.answers import prepare_notebook
+
     config = Config()
     config.Execute.timeout = 30  # as in grading (grader/nbgrader_config.py)
+    # each test sees the answers as the grader defines them (commlab.cells' rule), as Validate
+    # does in Lab (helpers/jupyter/student/nbgrader_config.py)
+    config.Execute.on_notebook_start = prepare_notebook
     # The kernel and the processes the chapter starts (its mp.spawn demo fails on purpose)
     # write to the terminal they inherit; what a cell prints is in its outputs, which the
     # Validator reads. Keep the terminal for the report.
@@ -127,51 +132,6 @@ def report(notebook: Path, cells: list[TestCell], results: dict) -> tuple[list[s
     return lines, passed == len(cells)
 
 
-COURSE = Path(__file__).resolve().parents[2]
-
-
-def _code_cells(path: Path) -> list[tuple[dict, str]]:
-    return [(cell.get("metadata", {}).get("nbgrader", {}), "".join(cell["source"]))
-            for cell in json.loads(path.read_text())["cells"] if cell["cell_type"] == "code"]
-
-
-def lone_answer_warnings(notebook: Path) -> list[str]:
-    """What the grader would not see: an answer that uses a name only another cell of the
-    student's defines, or an answer defined again outside its cell. The grader runs only the
-    answer cells (and the notebook's import lines), with the chapter's own definitions."""
-    from commlab import cells
-
-    release = COURSE / "notebooks" / notebook.parent.name / notebook.name
-    if not release.exists():
-        return []
-    course = _code_cells(release)
-    provided = {name for meta, source in course if not meta.get("solution")
-                and not meta.get("grade") for name in cells.provided_names(source)}
-    stubs = {meta["grade_id"]: cells.defined_names(source) for meta, source in course
-             if meta.get("solution") and not meta.get("grade")}
-    mine = _code_cells(notebook)
-    answers = {meta["grade_id"]: source for meta, source in mine
-               if meta.get("solution") and not meta.get("grade")}
-    others = [source for meta, source in mine if not meta.get("solution")
-              and not meta.get("grade")]
-    imported = cells.bound_names("\n".join(line for source in others
-                                           for line in cells.imports(source)))
-    answered = {name for source in answers.values() for name in cells.bound_names(source)}
-    elsewhere = {name for source in others for name in cells.bound_names(source)} - provided
-    warnings = []
-    for grade_id, source in answers.items():
-        for name in sorted((cells.free_names(source) - answered - provided - imported)
-                           & elsewhere):
-            warnings.append(f"{grade_id}: your answer uses `{name}`, which another of your "
-                            f"cells defines. The grader runs only your answer cells (and your "
-                            f"notebook's import lines): define `{name}` in this answer cell.")
-        for name in sorted(set(stubs.get(grade_id, [])) & elsewhere):
-            warnings.append(f"{grade_id}: another of your cells defines `{name}` again; the "
-                            "grader uses only the one in this answer cell. Put your answer "
-                            "there.")
-    return warnings
-
-
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or not argv[1]:
         print("usage: make check CHAPTER=<chapter>   (e.g. CHAPTER=01_broadcast or CHAPTER=01)")
@@ -180,9 +140,8 @@ def main(argv: list[str]) -> int:
     print(f"Checking {notebook} as saved (save it first), running every cell from the top...")
     cells = test_cells(notebook)
     lines, all_passed = report(notebook, cells, run_tests(notebook))
-    warnings = lone_answer_warnings(notebook)
-    print("\n".join(lines + [f"  WARN  {warning}" for warning in warnings]))
-    return 0 if all_passed and not warnings else 1
+    print("\n".join(lines))
+    return 0 if all_passed else 1
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@
 #
 # PYTHON  the interpreter that creates VENV (3.11 or newer), when VENV does not exist yet
 # VENV    the environment's folder (default .venv)
-# TORCH   a PyTorch wheel index: cpu (no CUDA download), cu130, ...; empty: the torch wheel PyPI
-#         gives (the CUDA build on Linux x86-64)
+# TORCH   a PyTorch wheel index: cpu (no CUDA download), cu130, ...; empty or cuda: the torch
+#         wheel PyPI gives (the CUDA build on Linux x86-64). make's TORCH=auto is chosen before
+#         this script runs (helpers/scripts/torch_build.sh)
 # TORCH_INDEX  the full index address of a PyTorch wheel index or a mirror of one, when it is
 #         not https://download.pytorch.org/whl/$TORCH (only torch comes from it)
 #
@@ -23,6 +24,13 @@ set -eu
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 TORCH=${TORCH:-}
+case "$TORCH" in
+    cuda) TORCH= ;;
+    auto)
+        echo "TORCH=auto is make's (it looks for an NVIDIA GPU first): give this script the build," \
+             "TORCH=cpu, TORCH=cuda (PyPI's) or an index name such as cu126" >&2
+        exit 2 ;;
+esac
 MINIMUM=3.11
 
 # The pins (numpy, matplotlib, ipykernel, nbgrader) need 3.11: say so before pip downloads
@@ -78,7 +86,15 @@ if [ -n "$TORCH" ] || [ -n "${TORCH_INDEX:-}" ]; then
     # torch==X then finds X+cpu already installed and adds what it needs
     index=${TORCH_INDEX:-https://download.pytorch.org/whl/$TORCH}
     torch_pin=$(grep -E '^torch==' requirements.txt)
-    pip_install --no-deps --index-url "$index" "$torch_pin"
+    # ... unless pip's own configuration (a wheelhouse, a mirror, a cache of wheels) already
+    # offers that build (torch==X+cpu): then PyTorch's index is never asked, which a machine
+    # behind a proxy may not reach at all (pip retries for a while before it gives up)
+    if [ -n "$TORCH" ] && [ -z "${TORCH_INDEX:-}" ] &&
+        pip_install --no-deps "$torch_pin+$TORCH" >/dev/null 2>&1; then
+        :
+    else
+        pip_install --no-deps --index-url "$index" "$torch_pin"
+    fi
 fi
 pip_install -r requirements.txt
 if [ -f requirements-dev.txt ]; then

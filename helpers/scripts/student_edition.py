@@ -2,9 +2,12 @@
 
     python helpers/scripts/student_edition.py DEST          # make student-edition DEST=...
 
-``EDITION`` is the one list of what a student gets. The Docker image's ``student`` target is
-built from this export, and tests/course/test_student_edition.py scans it: no ``solutions/``
-(answers and hidden tests), no ``grader/`` (gradebook), no maintainers' tests.
+``EDITION`` is the one list of what a student gets, ``LEFT_OUT`` of what a student does not,
+each with the reason. The Docker image's ``student`` target is built from this export (its
+/opt/course), and the export builds that image again: it holds the Dockerfile and everything
+the Dockerfile copies. tests/course/test_student_edition.py scans it: no ``solutions/`` (answers
+and hidden tests), no ``grader/`` (gradebook), no maintainers' tests, and every file of the
+course that its README names.
 """
 
 from __future__ import annotations
@@ -17,19 +20,41 @@ ROOT = Path(__file__).resolve().parents[2]
 
 EDITION = (
     "README.md",
+    "LICENSE",  # the code's licence (MIT), which asks to travel with every copy
+    "LICENSE-CHAPTERS",  # the chapters' (CC BY 4.0), likewise
+    "CITATION.cff",
     "Makefile",
     "requirements.txt",
     "pyproject.toml",
     "environment.yml",
     ".gitignore",
-    "helpers/scripts/install_requirements.sh",  # make setup
+    "Dockerfile",  # the student's image, built from this edition as from the whole course
+    ".dockerignore",  # keeps .venv and the student's work (work/, commlab-work/) out of it
+    "helpers/scripts/install_requirements.sh",  # make setup, and the image's environment
+    "helpers/scripts/torch_build.sh",  # make setup: which torch build
     "helpers/scripts/workspace.py",  # make lab
     "helpers/scripts/check_notebook.py",  # make check
+    "helpers/scripts/image_user.sh",  # the image's user
     "helpers/scripts/image_start.sh",  # the image's start: work folder, Lab or a hub's server
+    "helpers/scripts/student_edition.py",  # the image's edition stage exports it again
     "helpers/jupyter",  # Lab's and nbgrader's settings for a student's server
     "helpers/commlab",  # the course's helper package
     "notebooks",  # the chapters with exercises to fill in (nbgrader's release)
 )
+
+# What the whole course has besides: the instructor's and the maintainers' (the edition's
+# Makefile says so when make test or make site is asked for).
+LEFT_OUT = {
+    "solutions": "the answers and hidden tests (nbgrader's source)",
+    "grader": "the autograder and its gradebook",
+    "tests": "the maintainers' tests",
+    "tools": "the maintainers' tools (make execute, make baselines, CI's test tools)",
+    "requirements-dev.txt": "the maintainers' test tools",
+    "bench": "the maintainers' benchmarks",
+    ".ci": "the maintainers' continuous integration",
+    "hub": "a class's JupyterHub, which the instructor runs",
+    "helpers/site": "the course's website, built from solutions/",
+}
 
 # Build and editor leftovers a checkout may hold inside the listed folders.
 LEFTOVERS = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".ipynb_checkpoints")

@@ -42,6 +42,30 @@ def fill(release: Path, work: Path) -> list[Path]:
     return copied
 
 
+def cannot_write(work: Path, error: PermissionError) -> str:
+    """What to do when ``work`` cannot be written: most often, in a container, the image's user
+    is not the owner of the host folder mounted there."""
+    return (f"Cannot write your workspace {work}/: {error.strerror} ({error.filename}).\n"
+            f"{_owner(Path(error.filename or work))}you are uid {os.getuid()}.\n"
+            "- In a container: build the image as yourself, docker build --build-arg "
+            'UID="$(id -u)" --build-arg GID="$(id -g)" ...; with rootless podman, where the '
+            "folder you mount belongs to root inside the container, start it with "
+            "podman run --userns=keep-id ...\n"
+            "- Or use a folder you own: make lab WORK=<folder>, or docker run -v "
+            "<folder>:/home/jovyan/work ...")
+
+
+def _owner(blocked: Path) -> str:
+    """Whose is the nearest folder above ``blocked`` that can be looked at: "F belongs to uid
+    N; " (nothing when none can)."""
+    for folder in blocked.absolute().parents:
+        try:
+            return f"{folder} belongs to uid {folder.stat().st_uid}; "
+        except OSError:
+            continue
+    return ""
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python helpers/scripts/workspace.py RELEASE WORK   (e.g. notebooks work)")
@@ -50,10 +74,7 @@ def main(argv: list[str]) -> int:
     try:
         copied = fill(release, work)
     except PermissionError as error:
-        print(f"Cannot write your workspace {work}/: {error.strerror} ({error.filename}).\n"
-              f"It belongs to uid {work.stat().st_uid}; you are uid {os.getuid()}. In Docker, "
-              "build the image with --build-arg UID=$(id -u) --build-arg GID=$(id -g), or "
-              "mount a folder you own.")
+        print(cannot_write(work, error))
         return 1
     chapters = sorted({p.parts[0] for p in copied if len(p.parts) > 1})
     if copied:

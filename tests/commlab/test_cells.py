@@ -19,11 +19,12 @@ def test_other_cells_give_only_their_definitions():
               "result = commlab.run(example, 4)\n"
               "result\n")
     kept = cells.definitions(source)
-    assert kept.splitlines() == ["import math", "SIZES = [(3, 4), (2, 2)]", "@functools.cache",
-                                 "def helper(x):", "    return x", "class Probe:", "    pass"]
+    assert kept.splitlines() == ["import math", "SIZES = [(3, 4), (2, 2)]", "", "",
+                                 "@functools.cache", "def helper(x):", "    return x",
+                                 "class Probe:", "    pass"]
 
 
 def test_magics_and_broken_cells_give_nothing_and_do_not_fail():
-    assert cells.definitions("%matplotlib inline\nimport os") == "import os"
+    assert cells.definitions("%matplotlib inline\nimport os") == "\nimport os\n"
     assert cells.definitions("def broken(:\n    pass") == ""
     assert cells.imports("(" * 200_000) == []

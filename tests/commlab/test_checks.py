@@ -348,6 +348,17 @@ def test_a_shortcut_fails_the_test_cell_saying_what_the_exercise_wants(kernel, c
     assert "too many" not in message and "times as many as needed" not in message
 
 
+def test_a_failing_test_cell_shows_the_reason_alone_in_the_notebook(kernel):
+    # the student's notebook (and Validate, and the feedback) show the reason, not the frames
+    # of the course's own check code above it
+    assert kernel.execute(SETUP + ALL_REDUCE_BY_ALL_GATHER).error is None
+    run = kernel.execute(_test_cell("06_all_reduce", "06-my-all-reduce-test"))
+    assert run.error is not None and run.error["ename"] == "CheckFailed"
+    shown = "\n".join(run.error["traceback"])
+    assert shown.startswith("CheckFailed: With 4 ranks") and "your ranks sent 480 bytes" in shown
+    assert "checks.py" not in shown and "chapter_tests" not in shown and "File " not in shown
+
+
 @pytest.mark.parametrize("name", checks.names_of("reduce_scatter_tensor"))
 def test_zero2_step_passes_with_each_of_torchs_names_for_reduce_scatter(kernel, name):
     answer = f'''

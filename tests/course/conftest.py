@@ -10,5 +10,7 @@ The modules below are tested here or elsewhere (tests/test_layout.py reads these
 # helpers/scripts/workspace.py: tested through test_workspace.py (make lab's work/ folder)
 # helpers/jupyter/nbgrader_config.py: tested through tests/system/test_browser.py (the student's
 #   Validate button) and tests/system/test_image.py
+# helpers/jupyter/student/nbgrader_config.py: tested through test_student_lab.py (a student's
+#   make lab: Validate, no instructor's panel) and test_one_verdict.py (nbgrader validate with it)
 # helpers/site/build.py: tested through tests/system/test_site.py (make site)
 # helpers/site/conf.py: tested through tests/system/test_site.py (make site)

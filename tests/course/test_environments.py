@@ -3,15 +3,19 @@ are thin wrappers over it; the Docker image is what the README promises a studen
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
+
+from support.containers import dockerfile_header_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -181,7 +185,60 @@ def test_student_lab_keeps_the_validate_button_and_drops_the_instructor_panels()
 
 def test_dockerignore_keeps_student_data_and_environments_out_of_images():
     ignored = set((ROOT / ".dockerignore").read_text().split())
-    assert {".venv", ".git", "work", "class", "grades", "*.zip", "grader/gradebook.db"} <= ignored
+    # work/: make lab's workspace; commlab-work/: the one the docker run lines keep
+    assert {".venv", ".git", "work", "commlab-work", "class", "grades", "*.zip",
+            "grader/gradebook.db"} <= ignored
+
+
+def test_dockerfile_header_shows_a_laptops_cpu_build_and_run_and_the_gpu_variant():
+    builds = [c for c in dockerfile_header_commands() if c.startswith("docker build")]
+    runs = [c for c in dockerfile_header_commands() if c.startswith("docker run")]
+    assert len(builds) == 2 and len(runs) == 2, dockerfile_header_commands()
+    laptop_build, gpu_build = builds
+    laptop_run, gpu_run = runs
+    assert "--build-arg TORCH=cpu" in laptop_build and "TORCH" not in gpu_build
+    assert "--gpus" not in laptop_run and "--gpus all" in gpu_run
+    for command in builds:
+        assert '--build-arg UID="$(id -u)" --build-arg GID="$(id -g)"' in command, command
+    work = re.search(r"WORK=(\S+)", (ROOT / "Dockerfile").read_text()).group(1)
+    for command in runs:
+        assert f'-v "$PWD/commlab-work:{work}"' in command and "--shm-size=1g" in command
+    # the same image name in all four, as the README's commands
+    assert {c.split()[-1] if c.startswith("docker run") else c.split()[-2]
+            for c in builds + runs} == {"commlab-course"}
+
+
+def test_dockerfile_header_says_what_buildkit_and_rootless_podman_need():
+    header = " ".join(line.lstrip("# ") for line in (ROOT / "Dockerfile").read_text()
+                      .split("\nARG ")[0].splitlines())
+    # RUN --mount: Docker 20.10 (Debian 12's docker.io) builds only with BuildKit turned on
+    assert "RUN --mount" in (ROOT / "Dockerfile").read_text()
+    assert "BuildKit" in header and "DOCKER_BUILDKIT=1 docker build" in header
+    assert "podman run --userns=keep-id" in header
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/python3").exists(),
+                    reason="runs the workspace's fill as another user, which needs root")
+def test_a_work_folder_the_user_cannot_write_gets_the_build_args_and_podmans_keep_id():
+    """What the image's start (and make lab) says when the mounted folder is not the user's:
+    run here as uid 65534 on a folder that belongs to root, as a container's user meets a host
+    folder of another uid."""
+    with tempfile.TemporaryDirectory() as folder:  # in /tmp: uid 65534 may look into it
+        Path(folder).chmod(0o755)
+        work = Path(folder) / "commlab-work"
+        work.mkdir()
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+             str(ROOT / "helpers" / "scripts" / "workspace.py"), str(ROOT / "notebooks"),
+             str(work)], capture_output=True, text=True)
+        left = list(work.iterdir())
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = done.stdout
+    assert f"Cannot write your workspace {work}/: Permission denied" in said
+    assert f"{work} belongs to uid 0; you are uid 65534." in said
+    assert '--build-arg UID="$(id -u)" --build-arg GID="$(id -g)"' in said
+    assert "podman run --userns=keep-id" in said
+    assert left == []
 
 
 def test_readme_docker_run_keeps_the_work_folder_on_the_host_and_sets_shared_memory():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from support.course_copy import ROOT, VENV, make
@@ -79,56 +78,8 @@ def test_check_names_the_chapters_when_it_cannot_tell_which_one(tmp_path):
     assert f"Which chapter is '01'? Use one of: {CHAPTER}" in done.stdout + done.stderr
 
 
-def _check_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "check_notebook", ROOT / "helpers" / "scripts" / "check_notebook.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-def _with_cell_before(path: Path, grade_id: str, source: str) -> None:
-    notebook = json.loads(path.read_text())
-    index = next(i for i, c in enumerate(notebook["cells"])
-                 if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
-    notebook["cells"].insert(index, {"cell_type": "code", "execution_count": None,
-                                     "id": "added", "metadata": {}, "outputs": [],
-                                     "source": source})
-    path.write_text(json.dumps(notebook))
-
-
-def test_an_answer_that_leans_on_another_cell_is_warned_about(tmp_path):
-    uses_helper = ("def whoami():\n"
-                   "    return describe(dist.get_rank())\n")
-    path = _students_work(tmp_path / "work", CHAPTER, answered=[],
-                          wrong={"00-whoami": uses_helper})
-    _with_cell_before(path, "00-whoami", "import math\n\ndef describe(rank):\n    return rank\n")
-    warnings = _check_module().lone_answer_warnings(path)
-    assert warnings == ["00-whoami: your answer uses `describe`, which another of your cells "
-                        "defines. The grader runs only your answer cells (and your notebook's "
-                        "import lines): define `describe` in this answer cell."]
-
-
-def test_an_answer_defined_again_outside_its_cell_is_warned_about(tmp_path):
-    path = _students_work(tmp_path / "work", CHAPTER, answered=["00-join-group"])
-    _with_cell_before(path, "00-join-group-test", _answer(CHAPTER, "00-whoami"))
-    warnings = _check_module().lone_answer_warnings(path)
-    assert [w.split(":")[0] for w in warnings] == ["00-whoami"]
-    assert "defines `whoami` again" in warnings[0]
-
-
-def test_answers_that_use_the_chapters_own_definitions_and_imports_are_fine(tmp_path):
-    uses_imports = ("import socket\n\n"
-                    "def whoami():\n"
-                    "    return {'rank': dist.get_rank(), 'host': socket.gethostname(),\n"
-                    "            'pid': os.getpid(), 'math': math.pi}\n")
-    path = _students_work(tmp_path / "work", CHAPTER, answered=["00-join-group"],
-                          wrong={"00-whoami": uses_imports})
-    _with_cell_before(path, "00-whoami", "import math\n")
-    assert _check_module().lone_answer_warnings(path) == []
+# Whether an answer may lean on other cells, and the same verdict as Validate and the grade:
+# tests/course/test_one_verdict.py.
 
 
 def test_a_failing_test_shows_its_message_not_the_checks_source(tmp_path):

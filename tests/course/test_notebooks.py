@@ -32,29 +32,38 @@ def test_every_chapter_has_a_student_notebook_and_nothing_else_is_there():
 def test_student_notebooks_are_exactly_what_nbgrader_generates(tmp_path):
     generated = course.generate_into(tmp_path)
     for name in CHAPTERS:
-        ours = ROOT / "notebooks" / name / f"{name}.ipynb"
-        theirs = generated / name / f"{name}.ipynb"
-        assert ours.read_bytes() == theirs.read_bytes(), (
-            f"notebooks/{name} differs from what nbgrader generates: "
-            "run `make generate`")
+        # the notebook and the chapter's test helpers (checks.py), which nbgrader copies
+        files = sorted(p.name for p in (generated / name).iterdir())
+        assert files == [f"{name}.ipynb", "checks.py"], files
+        assert sorted(p.name for p in (ROOT / "notebooks" / name).iterdir()) == files
+        for file in files:
+            assert (ROOT / "notebooks" / name / file).read_bytes() == (
+                generated / name / file).read_bytes(), (
+                f"notebooks/{name}/{file} differs from what nbgrader generates: "
+                "run `make generate`")
 
 
 @pytest.mark.parametrize("name", CHAPTERS)
 def test_student_notebook_leaks_no_answer_or_hidden_test_and_has_no_outputs(name):
     solution_cells = _cells(ROOT / "solutions" / name / f"{name}.ipynb")
-    student_text = (ROOT / "notebooks" / name / f"{name}.ipynb").read_text()
-    secret, visible = [], []
+    notebook_text = (ROOT / "notebooks" / name / f"{name}.ipynb").read_text()
+    checks_text = (ROOT / "notebooks" / name / "checks.py").read_text()  # the test helpers
+    secret: dict[str, list[str]] = {"HIDDEN TESTS": [], "SOLUTION": []}
+    visible = []
     block = re.compile(r"### BEGIN (HIDDEN TESTS|SOLUTION)\n(.*?)### END \1", re.S)
     for cell in solution_cells:
         source = "".join(cell["source"])
-        for _, text in block.findall(source):
-            secret += [ln.strip() for ln in text.splitlines() if len(ln.strip()) > 12]
+        for kind, text in block.findall(source):
+            secret[kind] += [ln.strip() for ln in text.splitlines() if len(ln.strip()) > 12]
         visible.append(block.sub("", source))
-    assert "### BEGIN" not in student_text
-    # a line that also stands in a visible part of the chapter gives nothing away
-    visible_text = "\n".join(visible)
-    leaked = [line for line in secret
-              if line not in visible_text and json.dumps(line)[1:-1] in student_text]
+    assert "### BEGIN" not in notebook_text + checks_text
+    # a line that also stands in a visible part of the chapter gives nothing away: its cells,
+    # and, for an answer's line, its test helpers (which build what the answers build)
+    cells_text = "\n".join(visible)
+    leaked = [line for line in secret["SOLUTION"] + secret["HIDDEN TESTS"]
+              if line not in cells_text + checks_text and json.dumps(line)[1:-1] in notebook_text]
+    leaked += [line for line in secret["HIDDEN TESTS"]
+               if line not in cells_text and line in checks_text]
     assert leaked == []
     student_cells = _cells(ROOT / "notebooks" / name / f"{name}.ipynb")
     assert all(not cell.get("outputs") for cell in student_cells if cell["cell_type"] == "code")

@@ -125,9 +125,10 @@ while True:
                 pass
     time.sleep(0.2)
 """
-subprocess.Popen([sys.executable, "-c", code + "# MARK"], start_new_session=True,
-                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-print("left a process behind")
+class LeavesAProcess:  # a class body runs when grading defines the cell
+    subprocess.Popen([sys.executable, "-c", code + "# MARK"], start_new_session=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print("left a process behind")
 '''.replace("MARK", LEFTOVER_MARK)
 
 HANGS_IN_COLLECTIVE = (
@@ -186,12 +187,14 @@ sys.stderr = io.StringIO()
 print("errors silenced")
 '''
 
-# The answer cell itself: patches the comparisons wherever it runs, keeps the stub.
+# The answer cell itself: patches the comparisons wherever it runs (in a class body, which runs
+# when grading defines the cell), keeps the stub.
 PATCHES_IN_ITS_ANSWER = '''\
 import torch, commlab.checks
-commlab.checks.same = lambda *args, **kwargs: True
-commlab.checks.expect_per_rank = lambda *args, **kwargs: None
-torch.allclose = torch.equal = lambda *args, **kwargs: True
+class Patches:
+    commlab.checks.same = lambda *args, **kwargs: True
+    commlab.checks.expect_per_rank = lambda *args, **kwargs: None
+    torch.allclose = torch.equal = lambda *args, **kwargs: True
 
 def whoami():
     """Return {"rank": ..., "world_size": ..., "backend": ...} of the calling rank."""
@@ -200,20 +203,21 @@ def whoami():
 '''
 
 # The answer cell: kills every process it can see and writes forged replies into every
-# descriptor it holds, when the ranks define it.
+# descriptor it holds, when the ranks define it (a class body runs then).
 ATTACKS_THE_GRADER = '''\
 import os, signal
-for fd in range(3, 256):
-    try:
-        os.write(fd, b"\\x10\\x00\\x00\\x00forged-reply-----")
-    except OSError:
-        pass
-for pid in os.listdir("/proc"):
-    if pid.isdigit() and int(pid) != os.getpid():
+class Attacks:
+    for fd in range(3, 256):
         try:
-            os.kill(int(pid), signal.SIGKILL)
+            os.write(fd, b"\\x10\\x00\\x00\\x00forged-reply-----")
         except OSError:
             pass
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
 
 def whoami():
     raise NotImplementedError()
@@ -287,10 +291,15 @@ def cases(with_slow_cases: bool = True) -> dict[str, tuple[object, str | None, f
         # a rank waits in a collective nobody else makes: commlab stops it within 8 s
         "hangs_in_collective": (with_answer("00-whoami", HANGS_IN_COLLECTIVE), "timed out",
                                 1.0),
-        # the answer cells end the process that defines them: no test can run
-        "kills_kernel": (_before_answer("00-whoami", "import os\nos._exit(1)\n"),
+        # the answer cells end the process that defines them (a class body runs when the
+        # class is defined): no test can run
+        "kills_kernel": (_before_answer("00-whoami",
+                                        "import os\nclass Exits:\n    os._exit(1)\n"),
                          "kernel died", 0.0),
-        # a cell that is not an answer never runs: its faults change nothing
+        # a statement that computes, in an answer cell or another, never runs: its faults
+        # change nothing
+        "exits_in_its_answer_cell": (_before_answer("00-whoami", "import os\nos._exit(1)\n"),
+                                     "graded", full),
         "exits_in_another_cell": (after(correct(), "00-whoami", "import os\nos._exit(1)"),
                                   "graded", full),
         "calls_sys_exit": (after(correct(), "00-whoami", "import sys\nsys.exit(2)"), "graded",
@@ -305,7 +314,8 @@ def cases(with_slow_cases: bool = True) -> dict[str, tuple[object, str | None, f
         **hostile(),
     }
     if with_slow_cases:
-        found["loops_forever"] = (_before_answer("00-whoami", "while True:\n    pass\n"),
+        found["loops_forever"] = (_before_answer("00-whoami",
+                                                 "class Loops:\n    while True:\n        pass\n"),
                                   "timed out", None)
     return found
 

@@ -426,6 +426,17 @@ def expand(command: str, cwd: Path, ids: tuple[int, int] | None = None) -> list[
     return done.stdout.split("\0")[:-1]
 
 
+def dockerfile_header_commands() -> list[str]:
+    """The docker commands of the Dockerfile's opening comment, continuation lines joined."""
+    header = []
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        header.append(line[1:].strip())
+    joined = re.sub(r"\\\n\s*", "", "\n".join(header))
+    return [line for line in joined.splitlines() if line.startswith("docker ")]
+
+
 def build_argv(command: str, extra: list[str], ids: tuple[int, int] | None = None,
                rename: dict[str, str] | None = None) -> list[str]:
     """A README build line with the test's ``extra`` flags after ``build`` (and its image

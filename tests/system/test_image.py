@@ -26,7 +26,16 @@ import nbformat
 import pytest
 
 from support import class_factory
-from support.containers import ROOT, LabContainer, expand, free_port, run_argv, step
+from support.containers import (
+    ROOT,
+    LabContainer,
+    build_argv,
+    dockerfile_header_commands,
+    expand,
+    free_port,
+    run_argv,
+    step,
+)
 from support.grading import read_grades
 
 pytestmark = pytest.mark.image
@@ -181,6 +190,37 @@ def test_student_image_holds_one_torch_and_no_instructor_files(course_images):
     assert not {"solutions", "grader", "tests", "requirements-dev.txt"} & course, done.stdout
     assert {"notebooks", "helpers", "Makefile"} <= course, done.stdout
     assert lines[-1] == "no-secrets", done.stdout
+
+
+# --- a laptop, as the Dockerfile's opening comment says ------------------------------------------
+
+def test_laptop_lines_of_the_dockerfile_build_the_cpu_image_and_run_lab_without_gpus(
+        course_images, tmp_path):
+    """The Dockerfile's laptop commands as written: torch's CPU build, and a docker run without
+    --gpus (which stops on every machine without the NVIDIA Container Toolkit)."""
+    commands = dockerfile_header_commands()
+    build = next(c for c in commands if c.startswith("docker build") and "TORCH=cpu" in c)
+    run = next(c for c in commands if c.startswith("docker run") and "--gpus" not in c)
+    rename = {course_images.student: "commlab-course-laptop"}
+    argv = build_argv(build, course_images.flags, rename=rename)
+    with step("laptop build (TORCH=cpu), after the others"):
+        course_images.engine.run(*argv, timeout=2400)
+    _shell("mkdir -p commlab-work", tmp_path)
+    lab = LabContainer(course_images.engine, run, tmp_path, rename=rename)
+    with step("laptop run: Lab prints its token URL"):
+        lab.start()
+    try:
+        assert _get(f"{lab.base_url}/lab?token={lab.token}")[0] == 200, lab.logs()
+        version = lab.exec("python", "-c", "import torch; print(torch.__version__, "
+                           "torch.cuda.is_available())")
+        assert version.stdout.split() == ["2.13.0+cpu", "False"], version
+        assert sorted(p.name for p in (tmp_path / "commlab-work").iterdir()) == CHAPTERS
+        # make inside keeps the image's build, and says nothing of TORCH
+        check = lab.exec("make", "-C", "/opt/course", "setup")
+        assert check.returncode == 0 and "TORCH" not in check.stdout + check.stderr, check
+    finally:
+        lab.stop()
+        course_images.engine.run("rmi", "commlab-course-laptop", check=False)
 
 
 # --- grading in the instructor image, as the README says ----------------------------------------

@@ -21,5 +21,9 @@ def hidden_all_reduce(grad_output, group):
     return grad[rank * rows:(rank + 1) * rows].clone()
 
 
-GatherFromSequenceParallel = on_group(gather_rows, hidden_all_reduce)
-ReduceScatterToSequenceParallel = on_group(scatter_rows, gather_rows)
+class GatherFromSequenceParallel(on_group(gather_rows, hidden_all_reduce)):
+    """The rows gathered forward; backward, the gradient all-reduced whole, hidden."""
+
+
+class ReduceScatterToSequenceParallel(on_group(scatter_rows, gather_rows)):
+    """The rows reduce-scattered forward, the gradient's rows gathered backward."""

@@ -12,5 +12,9 @@ def all_reduced_in_place(x, group):
     return x
 
 
-CopyToTensorParallel = on_group(lambda x, group: x.clone(), all_reduced_in_place)
-ReduceFromTensorParallel = on_group(all_reduced_in_place, lambda grad_output, group: grad_output)
+class CopyToTensorParallel(on_group(lambda x, group: x.clone(), all_reduced_in_place)):
+    """f: a copy forward, the gradient all-reduced in place backward."""
+
+
+class ReduceFromTensorParallel(on_group(all_reduced_in_place, lambda grad, group: grad)):
+    """g: all-reduced in place forward, the gradient as it is backward."""

@@ -21,5 +21,9 @@ def scatter_rows_listed(x, group):
     return output
 
 
-GatherFromSequenceParallel = on_group(gather_rows_listed, scatter_rows_listed)
-ReduceScatterToSequenceParallel = on_group(scatter_rows_listed, gather_rows_listed)
+class GatherFromSequenceParallel(on_group(gather_rows_listed, scatter_rows_listed)):
+    """The rows gathered forward, the gradient reduce-scattered backward, in list forms."""
+
+
+class ReduceScatterToSequenceParallel(on_group(scatter_rows_listed, gather_rows_listed)):
+    """The rows reduce-scattered forward, the gradient gathered backward, in list forms."""

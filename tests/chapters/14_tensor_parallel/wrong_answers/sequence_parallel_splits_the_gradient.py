@@ -19,5 +19,9 @@ def my_rows(grad_output, group):
     return grad_output[rank * rows:(rank + 1) * rows].clone()
 
 
-GatherFromSequenceParallel = on_group(gather_rows, my_rows)
-ReduceScatterToSequenceParallel = on_group(scatter_rows, gather_rows)
+class GatherFromSequenceParallel(on_group(gather_rows, my_rows)):
+    """The rows gathered forward; backward, this rank's rows of the gradient, not their sum."""
+
+
+class ReduceScatterToSequenceParallel(on_group(scatter_rows, gather_rows)):
+    """The rows reduce-scattered forward, the gradient's rows gathered backward."""
