@@ -110,7 +110,7 @@ site: site-source site-venv
 		--hub "$(HUB)" --repo "$(REPO)" --branch "$(BRANCH)"
 
 lint: setup
-	$(BIN)/ruff check helpers tests bench grader $(wildcard solutions/*/checks.py)
+	$(BIN)/ruff check helpers tests bench grader tools $(wildcard solutions/*/checks.py)
 
 test: course-source lint
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
@@ -136,12 +136,12 @@ bench-grade: setup
 
 # Redraw tests/baseline_images (all, or CASES="reduce ..."); look at every PNG before committing.
 baselines: setup
-	PYTHONPATH=tests $(BIN)/python tests/scripts/make_baselines.py $(CASES)
+	PYTHONPATH=tests $(BIN)/python tools/make_baselines.py $(CASES)
 
 # After editing a chapter: run solutions/<CHAPTER> in a fresh kernel, store its outputs (strict
 # nbval compares them) and regenerate its student notebook.
 execute: setup
-	$(BIN)/python tests/scripts/execute_chapter.py $(CHAPTER)
+	$(BIN)/python tools/execute_chapter.py $(CHAPTER)
 
 # The instructor's commands (docs/instructors.md, "The commands" and "Grading").
 generate: setup

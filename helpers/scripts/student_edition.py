@@ -5,9 +5,9 @@
 ``EDITION`` is the one list of what a student gets, ``LEFT_OUT`` of what a student does not,
 each with the reason. The Docker image's ``student`` target is built from this export (its
 /opt/course), and the export builds that image again: it holds the Dockerfile and everything
-the Dockerfile copies. tests/test_student_edition.py scans it: no ``solutions/`` (answers and
-hidden tests), no ``grader/`` (gradebook), no maintainers' tests, and every file of the course
-that its README names.
+the Dockerfile copies. tests/course/test_student_edition.py scans it: no ``solutions/`` (answers
+and hidden tests), no ``grader/`` (gradebook), no maintainers' tests, and every file of the
+course that its README names.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ LEFT_OUT = {
     "solutions": "the answers and hidden tests (nbgrader's source)",
     "grader": "the autograder and its gradebook",
     "tests": "the maintainers' tests",
+    "tools": "the maintainers' tools (make execute, make baselines, CI's test tools)",
     "requirements-dev.txt": "the maintainers' test tools",
     "bench": "the maintainers' benchmarks",
     ".ci": "the maintainers' continuous integration",

@@ -1,7 +1,7 @@
 """Debian's Chromium driven by Playwright's Python package (``executable_path``: Playwright's
 own browser download is not used), shared by the tests that open pages in a real browser:
-JupyterLab and Formgrader (tests/test_browser.py) and the course's website
-(tests/test_site.py)."""
+JupyterLab and Formgrader (tests/system/test_browser.py) and the course's website
+(tests/system/test_site.py)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def browser():
         pytest.fail("playwright is missing: it is pinned in requirements-dev.txt (make setup)")
     if not Path(CHROMIUM).exists():
         pytest.skip("Chromium is not installed (Debian, as root: apt-get install chromium, "
-                    "or tests/scripts/install_test_tools.sh)")
+                    "or tools/install_test_tools.sh)")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         yield browser

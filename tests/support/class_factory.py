@@ -33,7 +33,8 @@ def _answers(chapter: str) -> dict[str, str]:
             if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
 
 
-def _cell_index(nb, grade_id: str) -> int:
+def cell_index(nb, grade_id: str) -> int:
+    """Where the cell of ``grade_id`` is in ``nb``."""
     return next(i for i, c in enumerate(nb.cells)
                 if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
 
@@ -42,27 +43,30 @@ def correct(chapter: str = CHAPTER):
     """The student notebook of ``chapter`` with the solutions' answers written in."""
     nb = release(chapter)
     for grade_id, source in _answers(chapter).items():
-        nb.cells[_cell_index(nb, grade_id)].source = source
+        nb.cells[cell_index(nb, grade_id)].source = source
     return nb
 
 
-def _with_answer(grade_id: str, source: str, base=None):
+def with_answer(grade_id: str, source: str, base=None):
+    """``base`` (by default the correct notebook) with ``source`` in the answer cell
+    ``grade_id``."""
     nb = base if base is not None else correct()
-    nb.cells[_cell_index(nb, grade_id)].source = source
+    nb.cells[cell_index(nb, grade_id)].source = source
     return nb
 
 
-def _after(nb, grade_id: str, source: str, outputs: list | None = None):
+def after(nb, grade_id: str, source: str, outputs: list | None = None):
+    """``nb`` with a code cell of ``source`` (and ``outputs``) after the cell ``grade_id``."""
     cell = nbformat.v4.new_code_cell(source)
     cell.outputs = outputs or []
-    nb.cells.insert(_cell_index(nb, grade_id) + 1, cell)
+    nb.cells.insert(cell_index(nb, grade_id) + 1, cell)
     return nb
 
 
 def _before_answer(grade_id: str, code: str, base=None):
     """``base`` (default: correct) with ``code`` at the top of the answer cell ``grade_id``."""
     nb = base if base is not None else correct()
-    index = _cell_index(nb, grade_id)
+    index = cell_index(nb, grade_id)
     nb.cells[index].source = code + nb.cells[index].source
     return nb
 
@@ -253,24 +257,24 @@ def whoami():
 def hostile() -> dict[str, tuple[object, str | None, float]]:
     """student -> (notebook, status or None, score): no answer, and something hostile."""
     return {
-        "rebinds_the_checks": (_after(release(), "00-whoami", REBINDS_THE_CHECKS), "graded", 0.0),
-        "silences_errors": (_after(release(), "00-whoami", SILENCES_ERRORS), "graded", 0.0),
-        "patches_in_its_answer": (_with_answer("00-whoami", PATCHES_IN_ITS_ANSWER, release()),
+        "rebinds_the_checks": (after(release(), "00-whoami", REBINDS_THE_CHECKS), "graded", 0.0),
+        "silences_errors": (after(release(), "00-whoami", SILENCES_ERRORS), "graded", 0.0),
+        "patches_in_its_answer": (with_answer("00-whoami", PATCHES_IN_ITS_ANSWER, release()),
                                   "graded", 0.0),
-        "attacks_the_grader": (_with_answer("00-whoami", ATTACKS_THE_GRADER, release()), None,
+        "attacks_the_grader": (with_answer("00-whoami", ATTACKS_THE_GRADER, release()), None,
                                0.0),
-        "snoops_from_its_answer": (_with_answer("00-whoami", SNOOPS_FROM_ITS_ANSWER, release()),
+        "snoops_from_its_answer": (with_answer("00-whoami", SNOOPS_FROM_ITS_ANSWER, release()),
                                    "graded", 0.0),
     }
 
 
 def _tampered() -> dict[str, tuple[object, str, float]]:
     edited = correct()
-    edited.cells[_cell_index(edited, "00-whoami-test")].source = "pass"
+    edited.cells[cell_index(edited, "00-whoami-test")].source = "pass"
     deleted = correct()
-    del deleted.cells[_cell_index(deleted, "00-join-group-test")]
+    del deleted.cells[cell_index(deleted, "00-join-group-test")]
     duplicated = correct()
-    i = _cell_index(duplicated, "00-whoami-test")
+    i = cell_index(duplicated, "00-whoami-test")
     duplicated.cells.insert(i + 1, copy.deepcopy(duplicated.cells[i]))
     return {"edits_a_test": (edited, "tests tampered with", 2.0),
             "deletes_a_test": (deleted, "tests tampered with", 2.0),
@@ -285,7 +289,7 @@ def cases(with_slow_cases: bool = True) -> dict[str, tuple[object, str | None, f
         "correct": (correct(), "graded", full),
         "untouched": (release(), "graded", 0.0),
         # a rank waits in a collective nobody else makes: commlab stops it within 8 s
-        "hangs_in_collective": (_with_answer("00-whoami", HANGS_IN_COLLECTIVE), "timed out",
+        "hangs_in_collective": (with_answer("00-whoami", HANGS_IN_COLLECTIVE), "timed out",
                                 1.0),
         # the answer cells end the process that defines them (a class body runs when the
         # class is defined): no test can run
@@ -296,12 +300,12 @@ def cases(with_slow_cases: bool = True) -> dict[str, tuple[object, str | None, f
         # change nothing
         "exits_in_its_answer_cell": (_before_answer("00-whoami", "import os\nos._exit(1)\n"),
                                      "graded", full),
-        "exits_in_another_cell": (_after(correct(), "00-whoami", "import os\nos._exit(1)"),
+        "exits_in_another_cell": (after(correct(), "00-whoami", "import os\nos._exit(1)"),
                                   "graded", full),
-        "calls_sys_exit": (_after(correct(), "00-whoami", "import sys\nsys.exit(2)"), "graded",
+        "calls_sys_exit": (after(correct(), "00-whoami", "import sys\nsys.exit(2)"), "graded",
                            full),
         # handed in with 3 MB of output in a cell
-        "prints_megabytes": (_after(correct(), "00-whoami", "print('x' * 3_000_000)", [
+        "prints_megabytes": (after(correct(), "00-whoami", "print('x' * 3_000_000)", [
             nbformat.v4.new_output("stream", name="stdout", text="x" * 3_000_000)]),
                              "graded", full),
         "not_a_notebook": ("this is not a notebook", "missing", 0.0),

@@ -1,5 +1,5 @@
 """The course's image built and run by a real container engine, as docs/docker.md says, for
-tests/test_image.py and tests/test_browser.py.
+tests/system/test_image.py and tests/system/test_browser.py.
 
 - **Engine**: a running Docker daemon, else podman as root. podman keeps everything in the
   test's own scratch folder (``SCRATCH``): its storage (``--root``), run state (``--runroot``,
@@ -21,7 +21,7 @@ tests/test_image.py and tests/test_browser.py.
   user's shell would, with the few changes a test needs said in ``run_argv`` and ``build_argv``.
 
 ``STEPS`` records each step's seconds, ``SIZES`` the images' sizes and ``MEASURED`` a hub
-server's memory and CPU (tests/test_hub.py); conftest prints them at the end of the session.
+server's memory and CPU (tests/system/test_hub.py); conftest prints them at the end of the session.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def find_engine() -> Engine | str:
         return Engine("docker", ["docker"], dict(os.environ))
     if not shutil.which("podman"):
         return ("no container engine: no Docker daemon answers and podman is not installed "
-                "(Debian, as root: tests/scripts/install_test_tools.sh)")
+                "(Debian, as root: tools/install_test_tools.sh)")
     if os.geteuid() != 0:
         return ("podman needs root here: the image test does not set up rootless podman "
                 "(subordinate ids, user namespaces); run it as root or with a Docker daemon")
@@ -219,7 +219,7 @@ def base_image(engine: Engine) -> tuple[str | None, str]:
     if os.geteuid() != 0 or not shutil.which("debootstrap"):
         raise AssertionError(f"{official} cannot be pulled ({tail(pulled.stderr, 3)}) and "
                              "debootstrap (as root) is missing to make a stand-in: "
-                             "tests/scripts/install_test_tools.sh installs it")
+                             "tools/install_test_tools.sh installs it")
     rootfs = SCRATCH / "rootfs"
     _remove_rootfs(rootfs)
     made = subprocess.run([*STAND_IN_RECIPE.split(), str(rootfs), _debian_mirror()],
@@ -430,6 +430,17 @@ def expand(command: str, cwd: Path, ids: tuple[int, int] | None = None) -> list[
         done = subprocess.run(["bash", "-c", f"printf '%s\\0' {rest}"], cwd=cwd, env=env,
                               capture_output=True, text=True, check=True)
     return done.stdout.split("\0")[:-1]
+
+
+def dockerfile_header_commands() -> list[str]:
+    """The docker commands of the Dockerfile's opening comment, continuation lines joined."""
+    header = []
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        header.append(line[1:].strip())
+    joined = re.sub(r"\\\n\s*", "", "\n".join(header))
+    return [line for line in joined.splitlines() if line.startswith("docker ")]
 
 
 def build_argv(command: str, extra: list[str], ids: tuple[int, int] | None = None,

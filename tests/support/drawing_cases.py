@@ -1,5 +1,5 @@
-"""The course's examples that tests/test_draw.py draws, and the image cases it compares with
-tests/baseline_images/ (also used by tests/scripts/make_baselines.py to regenerate them).
+"""The course's examples that tests/commlab/test_drawing.py draws, and the image cases it
+compares with tests/baseline_images/ (also used by tools/make_baselines.py to regenerate them).
 
 Each example runs once per test session, the first time a test asks for it.
 """

@@ -2,7 +2,7 @@
 redirects to her server (or to a hub service such as the course's Formgrader), the calls
 JupyterLab's panels make (contents, nbgrader's Assignments panel, Formgrader's buttons, all
 with the `_xsrf` cookie as the header Lab sends), and a terminal over its websocket, as Lab's
-terminal uses it. For tests/test_hub.py."""
+terminal uses it. For tests/system/test_hub.py."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 import requests
+
+from support.waiting import until
 
 
 @dataclass
@@ -43,15 +45,20 @@ class HubUser:
         waits for a spawn follows it, as the browser does), after the OAuth redirects."""
         began = time.monotonic()
         self.session.get(f"{self.hub}/hub/spawn/{self.name}", timeout=60)
-        while time.monotonic() - began < timeout:
-            answer = self.session.get(f"{self.lab_url}/lab", timeout=60)
-            if answer.status_code == 200 and urlparse(answer.url).path.startswith(
-                    f"/user/{self.name}/lab") and "jupyter-config-data" in answer.text:
-                self.lab_page = answer
-                return time.monotonic() - began
-            time.sleep(1)
-        raise AssertionError(f"{self.name}'s server did not answer within {timeout:.0f} s: "
-                             f"{answer.status_code} {answer.url}")
+        answers = []
+
+        def lab_page():
+            answers.append(self.session.get(f"{self.lab_url}/lab", timeout=60))
+            answer = answers[-1]
+            return answer if answer.status_code == 200 and urlparse(answer.url).path.startswith(
+                f"/user/{self.name}/lab") and "jupyter-config-data" in answer.text else None
+
+        self.lab_page = until(lab_page, timeout - (time.monotonic() - began), 1)
+        if self.lab_page is None:
+            last = f"{answers[-1].status_code} {answers[-1].url}" if answers else "no answer"
+            raise AssertionError(f"{self.name}'s server did not answer within {timeout:.0f} s: "
+                                 f"{last}")
+        return time.monotonic() - began
 
     @property
     def lab_url(self) -> str:

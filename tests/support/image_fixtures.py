@@ -1,7 +1,7 @@
 """The course's images, built once per test session with the documented commands and shared by
-tests/test_image.py, tests/test_browser.py and tests/test_hub.py (conftest imports the
-fixtures): the student's and the instructor's, built as the host user, and the image a class's
-JupyterHub starts, built with the default ids (uid 1000, jovyan)."""
+tests/system/test_image.py, tests/system/test_browser.py and tests/system/test_hub.py (conftest
+imports the fixtures): the student's and the instructor's, built as the host user, and the image
+a class's JupyterHub starts, built with the default ids (uid 1000, jovyan)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,39 @@
+"""Fifty runs in a row, then a failing one, then: is anything of them left in this process?
+
+Run by test_launch.py in a subprocess with a private TMPDIR, so that other programs on the machine
+can't disturb the count; prints "clean" when no process, descriptor or port is left.
+"""
+
+import psutil
+import torch
+import torch.distributed as dist
+
+import commlab
+from support.processes import descendants
+
+
+def work(rank, world_size):
+    tensor = torch.ones(4) * rank
+    dist.all_reduce(tensor)
+    return tensor
+
+
+def listening_ports():
+    conns = psutil.Process().net_connections(kind="tcp")
+    return {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN}
+
+
+if __name__ == "__main__":
+    commlab.run(work, 4)  # the forkserver and resource tracker start once, on the first run
+    fds, ports = psutil.Process().num_fds(), listening_ports()
+    for i in range(50):
+        result = commlab.run(work, 4)
+        assert result.returns[i % 4].tolist() == [6.0] * 4, result.returns
+    try:
+        commlab.run(lambda rank, world_size: 1 / 0, 2)
+    except commlab.RankError:
+        pass
+    assert descendants() == [], descendants()
+    assert psutil.Process().num_fds() == fds, (psutil.Process().num_fds(), fds)
+    assert listening_ports() - ports == set(), listening_ports() - ports
+    print("clean")
