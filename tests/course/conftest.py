@@ -14,3 +14,4 @@ The modules below are tested here or elsewhere (tests/test_layout.py reads these
 #   make lab: Validate, no instructor's panel) and test_one_verdict.py (nbgrader validate with it)
 # helpers/site/build.py: tested through tests/system/test_site.py (make site)
 # helpers/site/conf.py: tested through tests/system/test_site.py (make site)
+# helpers/site/pictures.py: tested through tests/system/test_site.py (every picture's alt text)

@@ -4,10 +4,10 @@ picture of the data movement, answers typed into the exercise cells and the note
 **Validate** button passing them, then a wrong answer and the test's own message.
 
 Once with `make lab` of this checkout, once with the student image's Lab (started with the
-command of docs/docker.md) where tests/system/test_image.py's images can be built. Chromium is Debian's,
-driven by Playwright's Python package (tests/support/chromium.py). Screenshots of each step are
-saved in build/browser-screenshots/<lab>/, where a failing run leaves them for a person to look
-at.
+command of docs/docker.md) where tests/system/test_image.py's images can be built. Chromium is
+Debian's, driven by Playwright's Python package (tests/support/chromium.py). Screenshots of each
+step are saved in build/browser-screenshots/<lab>/, where a failing run leaves them for a person
+to look at.
 """
 
 from __future__ import annotations
