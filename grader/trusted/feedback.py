@@ -43,7 +43,9 @@ HIDDEN_FAILURE = ("A hidden test case failed. Hidden cases check what the visibl
 
 _TEMPLATES = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_CELL_LINE = re.compile(r"Cell In\[\d+\], line (\d+)")
+# where a test cell's error came from: IPython's frame header, or the line a check's failure
+# names (commlab.checks.CheckFailed shows its reason without the frames)
+_CELL_LINE = re.compile(r"Cell In\[\d+\], line (\d+)|\(this test cell, line (\d+)\)")
 
 
 def _hidden_lines(source: str) -> set[int]:
@@ -60,7 +62,7 @@ def _from_hidden_test(output: dict, hidden: set[int]) -> bool:
     (the traceback's first frame in the cell) lies in a hidden block."""
     text = _ANSI.sub("", "\n".join(output.get("traceback", [])))
     found = _CELL_LINE.search(text)
-    return found is not None and int(found.group(1)) in hidden
+    return found is not None and int(found.group(1) or found.group(2)) in hidden
 
 
 def strip_hidden(notebook) -> None:

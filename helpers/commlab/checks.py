@@ -82,8 +82,25 @@ class CheckFailed(AssertionError):
 
     def _render_traceback_(self) -> list[str]:
         """What IPython shows for it (in the notebook, Validate and the feedback): the reason
-        alone, without the frames of the course's own check code above it."""
-        return f"{type(self).__name__}: {self}".splitlines()
+        first, without the frames of the course's own check code above it, then the line of
+        the test cell it came from (a grader tells a hidden case's failure by that line)."""
+        lines = f"{type(self).__name__}: {self}".splitlines()
+        line = _cell_line(self.__traceback__)
+        return lines + [f"(this test cell, line {line})"] if line is not None else lines
+
+
+def _cell_line(tb: Any) -> int | None:
+    """The line of the notebook cell where a traceback enters the cell's code (its first frame
+    in a cell), or None outside IPython."""
+    try:
+        shell = get_ipython()  # type: ignore[name-defined]  # noqa: F821
+    except NameError:
+        return None
+    while tb is not None:
+        if shell.compile.format_code_name(tb.tb_frame.f_code.co_filename):
+            return tb.tb_lineno
+        tb = tb.tb_next
+    return None
 
 
 # --- a chapter's test helpers -----------------------------------------------------------------

@@ -10,8 +10,11 @@ would read.
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
+from commlab import cells
 from grader import course
 from support.answer_files import CHAPTERS, KINDS, SHARED, AnswerFile, answer_files
 from support.chapter_kernel import code_cells, grade_id, source_of
@@ -77,3 +80,14 @@ def test_every_answer_file_stands_for_a_solution_cell_and_names_test_cells_of_it
     attackers = [a.name for a in answer_files("attacks")]
     # an attack's name is its student's in the graded class
     assert len(attackers) == len(set(attackers)), "two attacks of one name"
+
+
+def test_every_statement_of_an_answer_file_runs_when_grading_defines_it():
+    # grading takes from an answer cell only what defines (commlab.cells): a statement it skips
+    # would make an attack harmless for a reason of its own, and a wrong answer right
+    for answer in [a for kind in KINDS for a in answer_files(kind)]:
+        tree = ast.parse(answer.cell)
+        skipped = [ast.unparse(node).splitlines()[0] for node in tree.body
+                   if not cells.is_definition(node)
+                   and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
+        assert skipped == [], f"{answer.path.relative_to(CHAPTERS)}: grading skips {skipped}"
