@@ -97,7 +97,10 @@ def why(raw_error: str, most_lines: int = 15) -> str:
     or what it printed on stderr."""
     lines = ANSI.sub("", raw_error).strip().splitlines() or ["the test failed"]
     frames = [i for i, line in enumerate(lines) if line.lstrip().startswith(("File ", "Cell In["))]
-    if frames:  # the exception's first line follows the last frame's source lines
+    # A check's failure shows its reason first (CheckFailed._render_traceback_), and the frames in
+    # it are the ranks' own, part of the reason; any other error comes after the frames above it.
+    if frames and not EXCEPTION.match(lines[0]):
+        # the exception's first line follows the last frame's source lines
         after = frames[-1] + 1
         lines = lines[next((i for i in range(after, len(lines)) if EXCEPTION.fullmatch(lines[i])
                             or EXCEPTION.match(lines[i]) and ": " in lines[i]), after):]
