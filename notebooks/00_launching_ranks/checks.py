@@ -18,9 +18,6 @@ def whoami_case(rank, world_size):
     return whoami()
 
 
-result = checks.run(whoami_case, 4)
-
-
 # --- 00-join-group-test ----------------------------------------------------------------------
 def join_case(rank, world_size):
     got = join_group()

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -67,6 +68,27 @@ def test_student_notebook_leaks_no_answer_or_hidden_test_and_has_no_outputs(name
     assert leaked == []
     student_cells = _cells(ROOT / "notebooks" / name / f"{name}.ipynb")
     assert all(not cell.get("outputs") for cell in student_cells if cell["cell_type"] == "code")
+
+
+def _runs_something(statement: ast.stmt) -> bool:
+    """Whether a top-level statement calls anything when it runs (a lambda's body runs later)."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import,
+                              ast.ImportFrom)):
+        return False
+    lambdas = {id(node) for lam in ast.walk(statement) if isinstance(lam, ast.Lambda)
+               for node in ast.walk(lam.body)}
+    return any(isinstance(node, ast.Call) and id(node) not in lambdas
+               for node in ast.walk(statement))
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_a_chapters_test_helpers_only_define(name):
+    # every test cell of the chapter runs the whole of checks.py: a case run there would run
+    # in every test (and a broken answer would fail tests that do not check it)
+    path = ROOT / "solutions" / name / "checks.py"
+    running = [f"line {s.lineno}: {ast.unparse(s)[:60]}" for s in ast.parse(path.read_text()).body
+               if _runs_something(s)]
+    assert running == [], f"{path} runs code, which belongs in its test cell: {running}"
 
 
 def test_validate_passes_a_solution_and_fails_when_a_test_cell_fails(tmp_path):
