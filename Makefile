@@ -112,8 +112,11 @@ site: site-source site-venv
 lint: setup
 	$(BIN)/ruff check helpers tests bench grader tools $(wildcard solutions/*/checks.py)
 
+# The suite on TEST_WORKERS processes (pytest-xdist); tests that share a fixture, a notebook or
+# the images stay on one (tests/conftest.py). TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 3
 test: course-source lint
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 site-source:
 	@test -d solutions -a -f helpers/site/build.py || { echo "make site builds the course's \
