@@ -378,50 +378,60 @@ def missing(result: intake.Intake) -> set[str]:
     return set(result.roster) - {s.student for s in result.submissions}
 
 
-def test_canvas_gradebook_roster_names_the_non_submitter_as_canvas_would(tmp_path):
-    result = with_roster(tmp_path, make_zip(tmp_path / "canvas.zip", CANVAS), "gradebook.csv",
-                         "Student,ID,SIS User ID,SIS Login ID,Section,Chapter 1 (77)\n"
-                         "    Points Possible,,,,,10\n"
-                         '"Smith, Jane",1234,s1,jsmith,A,\n"Smith, Jane",1235,s2,jsmith2,A,\n'
-                         '"Lee, Bo",2001,s3,blee,A,\n"Nguyen, An",7777,s4,anguyen,A,\n'
-                         '"Student, Test",99,,,A,\n')
-    assert result.roster == ["smithjane_1234", "smithjane_1235", "leebo_2001", "nguyenan_7777"]
-    assert missing(result) == {"nguyenan_7777"}
+def class_folder(folder: Path, *students: str) -> Path:
+    """``folder`` holding chapter 01 handed in by each of ``students``, a folder each."""
+    for student in students:
+        path = folder / student / "01_broadcast" / "01_broadcast.ipynb"
+        path.parent.mkdir(parents=True)
+        path.write_text(notebook(student))
+    return folder
 
 
-def test_moodle_grading_worksheet_roster_matches_by_participant_id(tmp_path):
-    result = with_roster(tmp_path, make_zip(tmp_path / "moodle.zip", MOODLE), "worksheet.csv",
-                         "Identifier,Full name,Email address,Status\n"
-                         "Participant 4242,Jane Doe,jd@example.org,Submitted\n"
-                         "Participant 4243,Jane Doe,jd2@example.org,Submitted\n"
-                         "Participant 4299,Ola Nordmann,ola@example.org,No submission\n")
-    assert result.roster == ["Jane_Doe_4242", "Jane_Doe_4243", "Ola_Nordmann_4299"]
-
-
-def test_moodle_participants_export_roster_matches_by_name(tmp_path):
-    result = with_roster(tmp_path, make_zip(tmp_path / "moodle.zip", MOODLE), "participants.csv",
-                         "First name,Last name,ID number,Email address\n"
-                         "José,Álvarez,S-17,jose@example.org\nLi,Wei,S-18,li@example.org\n"
-                         "Ola,Nordmann,S-19,ola@example.org\n")
-    assert result.roster == ["Jose_Alvarez_4250", "Li_Wei_4270", "Ola_Nordmann"]
-
-
-def test_blackboard_grade_center_download_roster_matches_by_username(tmp_path):
+# Each LMS's own roster export, as downloaded: (its submissions, the file, its text, its
+# encoding, the roster read from it, who on it handed nothing in)
+ROSTERS = {
+    "canvas gradebook: names the non-submitter as Canvas would": (
+        CANVAS, "gradebook.csv",
+        "Student,ID,SIS User ID,SIS Login ID,Section,Chapter 1 (77)\n"
+        "    Points Possible,,,,,10\n"
+        '"Smith, Jane",1234,s1,jsmith,A,\n"Smith, Jane",1235,s2,jsmith2,A,\n'
+        '"Lee, Bo",2001,s3,blee,A,\n"Nguyen, An",7777,s4,anguyen,A,\n'
+        '"Student, Test",99,,,A,\n', None,
+        ["smithjane_1234", "smithjane_1235", "leebo_2001", "nguyenan_7777"], {"nguyenan_7777"}),
+    "moodle grading worksheet: matches by participant id": (
+        MOODLE, "worksheet.csv",
+        "Identifier,Full name,Email address,Status\n"
+        "Participant 4242,Jane Doe,jd@example.org,Submitted\n"
+        "Participant 4243,Jane Doe,jd2@example.org,Submitted\n"
+        "Participant 4299,Ola Nordmann,ola@example.org,No submission\n", None,
+        ["Jane_Doe_4242", "Jane_Doe_4243", "Ola_Nordmann_4299"], {"Ola_Nordmann_4299"}),
+    "moodle participants export: matches by name": (
+        MOODLE, "participants.csv",
+        "First name,Last name,ID number,Email address\n"
+        "José,Álvarez,S-17,jose@example.org\nLi,Wei,S-18,li@example.org\n"
+        "Ola,Nordmann,S-19,ola@example.org\n", None,
+        ["Jose_Alvarez_4250", "Li_Wei_4270", "Ola_Nordmann"], {"Ola_Nordmann"}),
     # what Blackboard calls .xls: UTF-16 text with tabs
-    result = with_roster(tmp_path, make_zip(tmp_path / "bb.zip", BLACKBOARD), "gc_download.xls",
-                         '"Last Name"\t"First Name"\t"Username"\t"Student ID"\n'
-                         '"Doe"\t"Jane"\tjdoe2\t1001\n"Wei"\t"Li"\tli_wei\t1002\n'
-                         '"Nordmann"\t"Ola"\tonordmann\t1003\n', encoding="utf-16")
-    assert result.roster == ["jdoe2", "li_wei", "onordmann"]
-    assert missing(result) == {"onordmann"}
+    "blackboard grade center download: matches by username": (
+        BLACKBOARD, "gc_download.xls",
+        '"Last Name"\t"First Name"\t"Username"\t"Student ID"\n'
+        '"Doe"\t"Jane"\tjdoe2\t1001\n"Wei"\t"Li"\tli_wei\t1002\n'
+        '"Nordmann"\t"Ola"\tonordmann\t1003\n', "utf-16",
+        ["jdoe2", "li_wei", "onordmann"], {"onordmann"}),
+}
+
+
+@pytest.mark.parametrize("export", sorted(ROSTERS))
+def test_an_lms_roster_export_names_every_student_and_who_handed_nothing_in(tmp_path, export):
+    files, name, text, encoding, roster, not_in = ROSTERS[export]
+    result = with_roster(tmp_path, make_zip(tmp_path / "download.zip", files), name, text,
+                         encoding)
+    assert result.roster == roster
+    assert missing(result) == not_in
 
 
 def test_roster_of_one_student_a_line_lists_the_non_submitter(tmp_path):
-    for student in ("kim", "lee"):
-        path = tmp_path / "class" / student / "01_broadcast" / "01_broadcast.ipynb"
-        path.parent.mkdir(parents=True)
-        path.write_text(notebook(student))
-    result = with_roster(tmp_path, tmp_path / "class", "roster.txt",
+    result = with_roster(tmp_path, class_folder(tmp_path / "class", "kim", "lee"), "roster.txt",
                          "# chapter 1 group\nkim\nlee\n\npark\n")
     assert (result.roster, missing(result)) == (["kim", "lee", "park"], {"park"})
 
@@ -533,11 +543,8 @@ def test_files_not_used_are_listed_without_their_control_characters(tmp_path):
 
 
 def test_roster_name_in_another_script_is_never_matched_to_another_students_files(tmp_path):
-    for name in ("张伟", "Kim"):
-        path = tmp_path / "class" / name / "01_broadcast" / "01_broadcast.ipynb"
-        path.parent.mkdir(parents=True)
-        path.write_text(notebook(name))
-    result = with_roster(tmp_path, tmp_path / "class", "participants.csv",
+    result = with_roster(tmp_path, class_folder(tmp_path / "class", "张伟", "Kim"),
+                         "participants.csv",
                          "First name,Last name,Email address\n"
                          "芳,王,wang@example.org\n伟,张,zhang@example.org\nKim,,kim@example.org\n",
                          encoding="utf-8")
