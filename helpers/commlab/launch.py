@@ -244,6 +244,7 @@ def _start_watch_stop_explain(spec: LaunchSpec, timeout: float, private: Private
         # Positions are taken before the kill: a killed rank can't report where it was.
         positions = board.snapshot() if board is not None else [(0, 0, 0)] * spec.world_size
         processes.stop(ranks)
+        processes.start_ahead(spec.world_size)  # the next run's ranks, in the background
     result = _result(spec, ranks)
     if observer is not None:
         result.network = observer.windows()
