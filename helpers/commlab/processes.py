@@ -33,11 +33,9 @@ from . import capture, control, standby, status, worker
 # rank of each run 1.4 s on an idle 2-core machine and 10 s at a load of 8, past a test's
 # 8 s; it also brings DTensor and FSDP2's modules (commlab.preload_dynamo: without the empty
 # cache folder its import makes).
-# commlab.preload_huge_pages comes after them all: it moves what they put in memory into huge
-# pages, which makes each fork, and each rank's exit, several times cheaper.
+# commlab.preload_memory comes after them all: it makes the memory they fill cheap to fork.
 PRELOAD = ["torch", "torch.distributed", "torch.distributed._functional_collectives",
-           "commlab.preload_dynamo", "cloudpickle", "commlab.worker",
-           "commlab.preload_huge_pages"]
+           "commlab.preload_dynamo", "cloudpickle", "commlab.worker", "commlab.preload_memory"]
 
 
 class RankProcess:

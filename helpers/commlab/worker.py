@@ -22,7 +22,6 @@ worker exits at once: no rank outlives the cell that started it.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import multiprocessing
 import os
 import pickle
@@ -131,9 +130,6 @@ def standby(connection: Any, out_pipe: Any, err_pipe: Any, slot: Any) -> None:
     and launch the run sends and goes on as :func:`main`. If the launcher goes away first, it
     ends at once."""
     global PRIVATE
-    # What the forkserver made is never garbage collected here: a collection would write to
-    # every object it holds, and so copy all of its memory into the rank.
-    gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     capture.redirect(out_pipe, err_pipe)
     channel = control.RankChannel(connection)

@@ -1,17 +1,25 @@
-"""The last of what the forkserver preloads (:data:`commlab.processes.PRELOAD`): its memory moved
-into 2 MB pages.
+"""The last of what the forkserver preloads (:data:`commlab.processes.PRELOAD`): its memory made
+cheap to fork, once everything else is loaded.
 
-Every rank is forked from the forkserver, which copies the page tables of all it holds (torch and
-torch._dynamo: over 200 MB), and every rank's exit tears its copy down again, at the end of a run,
-while the notebook waits. In 4 KB pages, that exit cost each rank about 5 ms of a 2-core machine;
-in 2 MB pages there is a 512th of the entries to copy and tear down. Linux (6.1 and newer) moves
-memory already in use into such pages on request (``MADV_COLLAPSE``); where it can't (an older
-kernel, huge pages turned off, another system), the request fails and nothing changes.
+Every rank is forked from the forkserver and shares its memory (torch and torch._dynamo: over
+200 MB) until it writes to it; then the page written is copied into the rank.
+
+- The garbage collector writes to every object it looks at. The objects the forkserver made
+  while importing are collected once here and then frozen (``gc.freeze``): a rank's collections
+  never look at them. Left young, they were collected again in every rank, soon after its start,
+  which copied several megabytes into each.
+- Forking copies the page tables of all that memory, and each rank's exit tears its copy down
+  again, at the end of a run, while the notebook waits. In 4 KB pages that exit cost each rank
+  about 5 ms of a 2-core machine; in 2 MB pages there is a 512th of the entries to copy and tear
+  down. Linux (6.1 and newer) moves memory already in use into such pages on request
+  (``MADV_COLLAPSE``); where it can't (an older kernel, huge pages turned off, another system),
+  the request fails and nothing changes.
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import sys
 from collections.abc import Iterator
 
@@ -49,4 +57,6 @@ def move_into_huge_pages() -> None:
             madvise(start, length, _MADV_COLLAPSE)
 
 
+gc.collect()
+gc.freeze()
 move_into_huge_pages()
