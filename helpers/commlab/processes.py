@@ -235,15 +235,17 @@ def _start_from_forkserver(ctx: Any, spec: worker.LaunchSpec,
     return status.Board(ctx, spec.world_size, slots)
 
 
-def start_waiting(ctx: Any) -> Started:
-    """Start a rank's process from the forkserver; it waits for its rank and launch."""
+def start_waiting(ctx: Any, rehearse: bool = False) -> Started:
+    """Start a rank's process from the forkserver; it waits for its rank and launch (and
+    rehearses its first steps meanwhile, with ``rehearse``: for a rank started ahead)."""
     parent_end, child_end = ctx.Pipe(duplex=True)
     readers, writers = {}, {}
     for stream in capture.STREAMS:
         readers[stream], writers[stream] = ctx.Pipe(duplex=False)
     slot = status.new_slot(ctx)
     process = ctx.Process(target=worker.standby, name="commlab-rank", daemon=True,
-                          args=(child_end, writers["stdout"], writers["stderr"], slot))
+                          args=(child_end, writers["stdout"], writers["stderr"], slot,
+                                rehearse))
     try:
         with _main_module_hidden():
             process.start()
@@ -288,7 +290,7 @@ def _forkserver_running() -> bool:
 def _start_in_background() -> Started:
     if not _forkserver_running():
         raise RuntimeError("no forkserver")
-    return start_waiting(mp.get_context("forkserver"))
+    return start_waiting(mp.get_context("forkserver"), rehearse=True)
 
 
 _standby: standby.Pool[Started] = standby.Pool(

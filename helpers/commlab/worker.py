@@ -37,7 +37,7 @@ from typing import Any
 import cloudpickle
 import torch
 
-from . import answers, backend, capture, control, functional, plain, status
+from . import answers, backend, capture, control, functional, plain, rehearsal, status
 from . import trace as tracing
 from .errors import RankFailure, ReturnNotSendable
 
@@ -124,11 +124,13 @@ def main(spec: LaunchSpec, rank: int, connection: Any, out_pipe: Any, err_pipe: 
     _run_and_report(spec, rank, board, channel, recorder, caught_warnings)
 
 
-def standby(connection: Any, out_pipe: Any, err_pipe: Any, slot: Any) -> None:
+def standby(connection: Any, out_pipe: Any, err_pipe: Any, slot: Any,
+            rehearse: bool = False) -> None:
     """Entry point of a worker started before its run (:mod:`commlab.standby`): all that needs
-    no launch is done while it waits (output, control thread, trace), then it takes the rank
-    and launch the run sends and goes on as :func:`main`. If the launcher goes away first, it
-    ends at once."""
+    no launch is done while it waits (output, control thread, trace, and with ``rehearse`` a
+    rehearsal of the run's first steps: :mod:`commlab.rehearsal`), then it takes the rank and
+    launch the run sends and goes on as :func:`main`. If the launcher goes away first, it ends
+    at once."""
     global PRIVATE
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     capture.redirect(out_pipe, err_pipe)
@@ -138,6 +140,8 @@ def standby(connection: Any, out_pipe: Any, err_pipe: Any, slot: Any) -> None:
     _capture_warnings(caught_warnings)
     recorder = tracing.Recorder(-1)
     install_trace(recorder)
+    if rehearse:
+        rehearsal.rehearse(recorder)
     try:
         rank, launch = channel.read_start()
     except control.LauncherGone:
