@@ -317,6 +317,13 @@ def start_ahead(world_size: int) -> None:
 _closed_at_exit = False
 
 
+def ranks_started_ahead(timeout: float | None = None) -> list[int]:
+    """The process ids of the ranks waiting for the next run, once the background thread has
+    started them all (or ``timeout`` seconds have passed)."""
+    _standby.settle(timeout)
+    return [started.process.pid for started in _standby.waiting()]
+
+
 def close_ranks_started_ahead() -> None:
     """End the ranks waiting for a next run (it starts its own; see :func:`start_ahead`)."""
     _standby.close()

@@ -67,9 +67,10 @@ class Pool(Generic[Started]):
                                             daemon=True)
             self._filler.start()
 
-    def waiting(self) -> int:
+    def waiting(self) -> list[Started]:
+        """The ranks waiting now (a copy)."""
         with self._lock:
-            return len(self._waiting)
+            return list(self._waiting)
 
     def settle(self, timeout: float | None = None) -> bool:
         """Wait until the background thread has stopped starting ranks (whether it did)."""
