@@ -221,6 +221,9 @@ def start(spec: worker.LaunchSpec, ranks: list[RankProcess]) -> status.Board:
 
 def _start_from_forkserver(ctx: Any, spec: worker.LaunchSpec,
                            ranks: list[RankProcess]) -> status.Board:
+    # no rank is started ahead while this run starts and runs (start_ahead resumes): the
+    # forkserver forks this run's ranks first, and the run has the machine to itself
+    _standby.hold()
     slots = []
     for rank in ranks:
         started = _standby.take() or start_waiting(ctx)

@@ -67,6 +67,12 @@ class Pool(Generic[Started]):
                                             daemon=True)
             self._filler.start()
 
+    def hold(self) -> None:
+        """Start no more ranks until the next :meth:`keep` (a run is starting and running,
+        and needs the machine); a start under way still ends in the pool."""
+        with self._lock:
+            self._wanted = 0
+
     def waiting(self) -> list[Started]:
         """The ranks waiting now (a copy)."""
         with self._lock:
