@@ -27,7 +27,7 @@ from pathlib import Path
 
 from jupyter_client.manager import start_new_kernel
 
-READING = 5.0  # seconds between the setup cell and the first run, for a student who reads
+READING = 10.0  # seconds between the setup cell and the first run: a student reads the page
 PAUSE = 0.5  # seconds between two warm cells (a student runs cells seconds apart)
 ROUNDS = {"commlab": 30, "fork": 10, "spawn": 3}
 
@@ -124,7 +124,7 @@ def main() -> int:
     print("  commlab.run, first call of a kernel:")
     print(f"    in the cell after the setup cell (Run All)       : {run_all['first']:.3f}"
           f"   ({run_all['since_import']:.3f} from import commlab)")
-    print(f"    {READING:.0f} s after the setup cell (a student reading)   : "
+    print(f"    {READING:.0f} s after the setup cell (a student reading)  : "
           f"{reader['first']:.3f}")
     print(f"  commlab.run, warm ({PAUSE} s after the previous cell)      : {warm:.3f}")
     print(f"  commlab.run, warm, back to back                    : {reader['back_to_back']:.3f}")
