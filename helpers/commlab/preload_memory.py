@@ -5,9 +5,10 @@ Every rank is forked from the forkserver and shares its memory (torch and torch.
 200 MB) until it writes to it; then the page written is copied into the rank.
 
 - The garbage collector writes to every object it looks at. The objects the forkserver made
-  while importing are collected once here and then frozen (``gc.freeze``): a rank's collections
-  never look at them. Left young, they were collected again in every rank, soon after its start,
-  which copied several megabytes into each.
+  while importing are frozen here (``gc.freeze``): a rank's collections never look at them. Left
+  young, they were collected in every rank, soon after its start, which copied several megabytes
+  into each. (A collection first would free a few hundred objects of garbage, and cost the
+  forkserver's start a fifth of a second.)
 - Forking copies the page tables of all that memory, and each rank's exit tears its copy down
   again, at the end of a run, while the notebook waits. In 4 KB pages that exit cost each rank
   about 5 ms of a 2-core machine; in 2 MB pages there is a 512th of the entries to copy and tear
@@ -57,6 +58,5 @@ def move_into_huge_pages() -> None:
             madvise(start, length, _MADV_COLLAPSE)
 
 
-gc.collect()
 gc.freeze()
 move_into_huge_pages()
