@@ -11,7 +11,7 @@ Example:
 
 from .backend import choose_backend, current_device
 from .errors import CollectiveTimeout, CommlabError, DrawError, RankCrashed, RankError
-from .launch import DEFAULT_TIMEOUT, run
+from .launch import DEFAULT_TIMEOUT, run, start_ahead_after_this_cell
 from .result import RunResult
 from .trace import Call, TensorInfo
 
@@ -28,6 +28,9 @@ def device():
                            "a function run by commlab.run (or under torchrun).")
     return found
 
+
+# In a notebook, the forkserver and the first run's ranks start once the import cell is done.
+start_ahead_after_this_cell()
 
 # The pictures need matplotlib, which the ranks never do: load them on first use, so that
 # starting a rank stays cheap.

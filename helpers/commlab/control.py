@@ -2,9 +2,10 @@
 
 Each message is bytes whose first byte says what it is:
 
-- launcher to rank: ``P`` + the rank's private input (first, when the launch has private inputs:
-  each rank is sent its own and no other), ``G`` + a tag (every rank reached that barrier), ``X``
-  (every rank reported: tear down and exit);
+- launcher to rank: ``S`` + the rank and its launch (first, to a rank started before its run:
+  :func:`start_message`), ``P`` + the rank's private input (next, when the launch has private
+  inputs: each rank is sent its own and no other), ``G`` + a tag (every rank reached that
+  barrier), ``X`` (every rank reported: tear down and exit);
 - rank to launcher: ``B`` + a tag (this rank reached a barrier), ``R`` + its report (once, at the
   end).
 
@@ -22,10 +23,24 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-PRIVATE, GO, EXIT, BARRIER, REPORT = b"P", b"G", b"X", b"B", b"R"
+START, PRIVATE, GO, EXIT, BARRIER, REPORT = b"S", b"P", b"G", b"X", b"B", b"R"
 # What a rank's report may weigh; anything longer is refused as the rank's failure.
 MAX_REPORT_BYTES = 64 * 2**20
 _LENGTH = struct.Struct("!i")  # how multiprocessing's connections frame a message
+_RANK = struct.Struct("!i")
+
+
+def start_message(rank: int, launch: bytes) -> bytes:
+    """What a rank started ahead is sent to begin: its rank, and its launch (pickled)."""
+    return START + _RANK.pack(rank) + launch
+
+
+def read_start(message: bytes) -> tuple[int, bytes]:
+    """The rank and the pickled launch in a :func:`start_message`."""
+    if message[:1] != START or len(message) < 1 + _RANK.size:
+        raise LauncherGone("the launcher sent no launch")
+    (rank,) = _RANK.unpack_from(message, 1)
+    return rank, message[1 + _RANK.size:]
 
 
 class Frames:
@@ -75,13 +90,25 @@ class RankChannel:
         self._changed = threading.Condition()
         self.exit_allowed = threading.Event()
         self._reader: threading.Thread | None = None
+        self._first: dict[bytes, bytes] = {}  # the launch and private input the thread took
+
+    def read_start(self) -> tuple[int, bytes]:
+        """The rank and pickled launch a rank started ahead is sent (:func:`start_message`)."""
+        return read_start(START + self._take(START))
 
     def read_private(self) -> bytes:
-        """The first message, which holds this rank's private input; before :meth:`start`."""
-        message = self._receive()
-        if message[:1] != PRIVATE:
-            raise LauncherGone("the launcher sent no private input")
-        return message[1:]
+        """This rank's private input, the first message after any launch."""
+        return self._take(PRIVATE)
+
+    def _take(self, kind: bytes) -> bytes:
+        if self._reader is None:
+            message = self._receive()
+            if message[:1] != kind:
+                raise LauncherGone(f"the launcher sent {message[:1]!r}, not {kind!r}")
+            return message[1:]
+        with self._changed:
+            self._changed.wait_for(lambda: kind in self._first)
+            return self._first.pop(kind)
 
     def start(self) -> None:
         """Listen for the launcher from now on (a thread: the rank's code goes on)."""
@@ -127,6 +154,10 @@ class RankChannel:
             elif kind == EXIT:
                 self.exit_allowed.set()
                 return
+            elif kind in (START, PRIVATE) and kind not in self._first:
+                with self._changed:
+                    self._first[kind] = body
+                    self._changed.notify_all()
             else:
                 os._exit(3)
 

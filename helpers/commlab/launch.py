@@ -52,11 +52,12 @@ class Grading:
     environ: dict[str, str] = dataclasses.field(default_factory=dict)
 
 DEFAULT_TIMEOUT = 10.0
+DEFAULT_WORLD_SIZE = 4
 # gloo must never give up before the launcher does: the launcher's message is better.
 _GROUP_GRACE = 60.0
 
 
-def run(fn: Callable[..., Any], world_size: int = 4, *, args: tuple = (),
+def run(fn: Callable[..., Any], world_size: int = DEFAULT_WORLD_SIZE, *, args: tuple = (),
         backend: str = "auto", timeout: float = DEFAULT_TIMEOUT,
         init_process_group: bool = True, debug: bool = False,
         trace_values: bool = True, _private: list[bytes] | None = None) -> RunResult:
@@ -146,6 +147,41 @@ def run_pickled(payload: bytes, world_size: int, *, backend: str = "auto",
         return _start_watch_stop_explain(spec, timeout, private, grading, store.port)
     finally:
         del store  # closes the port
+
+
+def start_ahead_after_this_cell() -> None:
+    """In a Jupyter kernel, once the cell that runs this (the import cell) has finished, start
+    the forkserver and a first run's ranks in the background (:func:`processes.start_ahead`).
+
+    The forkserver takes seconds to import torch; a notebook's first ``run`` usually comes
+    several cells later, and then finds it ready. Nothing happens outside a kernel, inside a
+    rank, under torchrun, or where the cell sent every later ``run`` elsewhere (a grader's
+    scoring kernel, :func:`launch_elsewhere`).
+    """
+    if os.environ.get("COMMLAB_WORKER") or torchrun.launched_by_torchrun():
+        return
+    shell = _kernel_shell()
+    if shell is None:
+        return
+
+    def after_the_cell(*_: Any) -> None:
+        shell.events.unregister("post_run_cell", after_the_cell)
+        if _elsewhere is None:
+            processes.start_ahead(DEFAULT_WORLD_SIZE)
+
+    shell.events.register("post_run_cell", after_the_cell)
+
+
+def _kernel_shell() -> Any:
+    """IPython's shell when this process is a Jupyter kernel, else None."""
+    if "ipykernel" not in sys.modules:
+        return None
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return shell if getattr(shell, "kernel", None) is not None else None
 
 
 # --- checks before anything starts ----------------------------------------------------------
@@ -244,6 +280,7 @@ def _start_watch_stop_explain(spec: LaunchSpec, timeout: float, private: Private
         # Positions are taken before the kill: a killed rank can't report where it was.
         positions = board.snapshot() if board is not None else [(0, 0, 0)] * spec.world_size
         processes.stop(ranks)
+        processes.start_ahead(spec.world_size)  # the next run's ranks, in the background
     result = _result(spec, ranks)
     if observer is not None:
         result.network = observer.windows()

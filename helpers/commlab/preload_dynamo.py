@@ -8,6 +8,10 @@ that compiles nothing would leave that empty folder in the student's temporary f
 rank would inherit the forkserver's folder instead of finding its own. So the folder goes again
 while it is empty (torch makes it again whenever it needs it), and the environment is as it
 was: a rank that compiles makes the folder itself, where its own ``TMPDIR`` says.
+
+Its import also fills a cache of rules (a large dict) that ``init_process_group`` empties
+again: emptied here once, each rank's ``init_process_group`` finds it empty instead of freeing
+it object by object, which copies the pages they sit on into the rank.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ import os
 _NAME = "TORCHINDUCTOR_CACHE_DIR"
 _given = os.environ.get(_NAME)
 
-import torch._dynamo  # noqa: E402,F401 - the point of this module
+import torch._dynamo  # noqa: E402 - the point of this module
+
+torch._dynamo.trace_rules.clear_lru_cache()
 
 # the folder torch made (or found), which it names in the environment
 _folder = os.environ.get(_NAME)

@@ -5,23 +5,27 @@ defined in a notebook cell is not there (``Can't get attribute 'example' on <mod
 '__main__'>``). Why not plain fork: a forked child of a kernel that used CUDA can't use CUDA, and
 fork copies the kernel's threads and state. Why not torch elastic's ``start_processes``: it
 spawns (seconds per call) and has no live per-rank board. So the workers come from a
-forkserver, a clean process with torch preloaded (about a second, once per kernel), and the
-function travels to them by value with cloudpickle. Each call after the first starts its ranks
-in milliseconds.
+forkserver, a clean process with torch preloaded (seconds, once per kernel), and the function
+travels to them by value with cloudpickle. Each rank is started ahead of its run where it can be
+(:mod:`commlab.standby`): it waits on its control pipe until the run sends it its rank and
+launch.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import dataclasses
 import os
+import pickle
 import signal
-import sys
 import threading
+from multiprocessing import spawn
 from typing import Any
 
 import torch.multiprocessing as mp
 
-from . import capture, control, status, worker
+from . import capture, control, standby, status, worker
 
 # Workers are modules the forkserver imports once, so each rank starts with torch loaded (and
 # the functional collectives, which the trace wraps in every rank). torch._dynamo too: every
@@ -29,8 +33,9 @@ from . import capture, control, status, worker
 # rank of each run 1.4 s on an idle 2-core machine and 10 s at a load of 8, past a test's
 # 8 s; it also brings DTensor and FSDP2's modules (commlab.preload_dynamo: without the empty
 # cache folder its import makes).
+# commlab.preload_memory comes after them all: it makes the memory they fill cheap to fork.
 PRELOAD = ["torch", "torch.distributed", "torch.distributed._functional_collectives",
-           "commlab.preload_dynamo", "cloudpickle", "commlab.worker"]
+           "commlab.preload_dynamo", "cloudpickle", "commlab.worker", "commlab.preload_memory"]
 
 
 class RankProcess:
@@ -70,6 +75,22 @@ class RankProcess:
 
     def pipes(self) -> list[tuple[capture.Output, str, Any]]:
         return [(self.output, stream, reader) for stream, reader in self.readers.items()]
+
+    def adopt(self, started: Started) -> None:
+        self.process, self.control, self.readers = (started.process, started.control,
+                                                    started.readers)
+
+
+@dataclasses.dataclass
+class Started:
+    """A rank's process started from the forkserver, waiting for its rank and launch
+    (:func:`commlab.worker.standby`), with the launcher's ends of its pipes and its board
+    entry."""
+
+    process: Any
+    control: Any
+    readers: dict[str, Any]
+    slot: Any
 
 
 # None: a forkserver. "fork": the ranks are forked from this process itself, for a process that
@@ -126,35 +147,57 @@ def _sigint_ignored():
         signal.signal(signal.SIGINT, handler)
 
 
+_hiding = threading.local()
+
+
 @contextlib.contextmanager
 def _main_module_hidden():
-    """Keep a worker from re-running the script that called ``run``.
+    """Keep a worker started meanwhile by this thread from re-running the script that called
+    ``run``.
 
     multiprocessing re-imports the parent's ``__main__`` in every spawned or forkserver child so
     that functions defined there can be found. Ours travel by value, so the re-import is pure
     cost, and a script without an ``if __name__ == "__main__"`` guard would launch again from
-    inside each rank. Hiding ``__file__`` and ``__spec__`` while a process starts turns it off.
+    inside each rank. So what a child is told to prepare leaves ``__main__`` out, for the
+    processes this thread starts meanwhile; ``__main__`` itself is left alone, since the
+    notebook's own code may be using it in another thread while the next run's ranks start
+    (:mod:`commlab.standby`).
     """
-    main = sys.modules.get("__main__")
-    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__} \
-        if main is not None else {}
+    _leave_main_out_of_preparation()
+    was, _hiding.on = getattr(_hiding, "on", False), True
     try:
-        for key in saved:
-            if key == "__spec__":
-                main.__spec__ = None
-            else:
-                del main.__dict__[key]
         yield
     finally:
-        for key, value in saved.items():
-            main.__dict__[key] = value
+        _hiding.on = was
+
+
+def _leave_main_out_of_preparation() -> None:
+    """Wrap multiprocessing's ``get_preparation_data`` (once per process) so that it leaves the
+    main module out for a thread inside :func:`_main_module_hidden`."""
+    if getattr(spawn.get_preparation_data, "leaves_main_out", False):
+        return
+    given = spawn.get_preparation_data
+
+    def preparation_data(name: str) -> dict[str, Any]:
+        data = given(name)
+        if getattr(_hiding, "on", False):
+            data.pop("init_main_from_name", None)
+            data.pop("init_main_from_path", None)
+        return data
+
+    preparation_data.leaves_main_out = True  # type: ignore[attr-defined]
+    spawn.get_preparation_data = preparation_data
 
 
 def start(spec: worker.LaunchSpec, ranks: list[RankProcess]) -> status.Board:
-    """Start a process for each of ``ranks``; each gets the spec, its pipes and its entry on
+    """Give each of ``ranks`` a process: from the forkserver, a rank started ahead where one
+    waits (else one started now), which is then sent its rank and ``spec``; forked or spawned,
+    a process started now with ``spec`` as its arguments. Each gets its pipes and its entry on
     the board. ``ranks`` is filled as they start, so that :func:`stop` finds every one of them
     even if starting is interrupted."""
     ctx = mp_context()
+    if ctx.get_start_method() == "forkserver":
+        return _start_from_forkserver(ctx, spec, ranks)
     board = status.Board(ctx, spec.world_size)
     for rank in ranks:
         parent_end, child_end = ctx.Pipe(duplex=True)
@@ -174,6 +217,119 @@ def start(spec: worker.LaunchSpec, ranks: list[RankProcess]) -> status.Board:
         writers["stdout"].close()
         writers["stderr"].close()
     return board
+
+
+def _start_from_forkserver(ctx: Any, spec: worker.LaunchSpec,
+                           ranks: list[RankProcess]) -> status.Board:
+    # no rank is started ahead while this run starts and runs (start_ahead resumes): the
+    # forkserver forks this run's ranks first, and the run has the machine to itself
+    _standby.hold()
+    slots = []
+    for rank in ranks:
+        started = _standby.take() or start_waiting(ctx)
+        rank.adopt(started)
+        slots.append(started.slot)
+    launch = pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL)
+    for rank in ranks:
+        try:
+            rank.control.send_bytes(control.start_message(rank.rank, launch))
+        except OSError:
+            pass  # it died waiting: the watch finds it dead
+    return status.Board(ctx, spec.world_size, slots)
+
+
+def start_waiting(ctx: Any, rehearse: bool = False) -> Started:
+    """Start a rank's process from the forkserver; it waits for its rank and launch (and
+    rehearses its first steps meanwhile, with ``rehearse``: for a rank started ahead)."""
+    parent_end, child_end = ctx.Pipe(duplex=True)
+    readers, writers = {}, {}
+    for stream in capture.STREAMS:
+        readers[stream], writers[stream] = ctx.Pipe(duplex=False)
+    slot = status.new_slot(ctx)
+    process = ctx.Process(target=worker.standby, name="commlab-rank", daemon=True,
+                          args=(child_end, writers["stdout"], writers["stderr"], slot,
+                                rehearse))
+    try:
+        with _main_module_hidden():
+            process.start()
+    except BaseException:
+        for end in [parent_end, *readers.values()]:
+            end.close()
+        raise
+    finally:
+        # Only the child may hold the writing ends, so that its death reads as end of file.
+        for end in [child_end, *writers.values()]:
+            end.close()
+    return Started(process, parent_end, readers, slot)
+
+
+def _close_waiting(started: Started) -> None:
+    """End a rank that waited for a run and release its pipes (closing its control pipe is
+    its word to exit)."""
+    started.control.close()
+    started.process.join(5.0)
+    if started.process.exitcode is None:
+        started.process.kill()
+        started.process.join(5.0)
+    for reader in started.readers.values():
+        reader.close()
+    started.process.close()
+
+
+def _forkserver_running() -> bool:
+    """Whether this process's forkserver is up (without reaping it, and without starting one
+    from a thread that can't make it deaf to the stop button)."""
+    from multiprocessing import forkserver
+
+    pid = forkserver._forkserver._forkserver_pid
+    if pid is None:
+        return False
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except (AttributeError, ChildProcessError):
+        return False
+
+
+def _start_in_background() -> Started:
+    if not _forkserver_running():
+        raise RuntimeError("no forkserver")
+    return start_waiting(mp.get_context("forkserver"), rehearse=True)
+
+
+_standby: standby.Pool[Started] = standby.Pool(
+    _start_in_background, lambda started: started.process.is_alive(), _close_waiting)
+
+
+def start_ahead(world_size: int) -> None:
+    """Have the ranks of a next run of ``world_size`` started in the background from the
+    forkserver, starting it if needed (nothing where ranks are forked or spawned)."""
+    global _closed_at_exit
+    try:
+        if mp_context().get_start_method() != "forkserver":
+            return
+        if not _closed_at_exit:
+            # before the interpreter stops the thread that starts them, in the middle of a
+            # start (its child would find half a launch, and say so on stderr)
+            atexit.register(close_ranks_started_ahead)
+            _closed_at_exit = True
+        _standby.keep(world_size)
+    except Exception:  # noqa: BLE001 - the next run starts its own ranks, and says what fails
+        pass
+
+
+_closed_at_exit = False
+
+
+def ranks_started_ahead(timeout: float | None = None) -> list[int]:
+    """The process ids of the ranks waiting for the next run, once the background thread has
+    started them all (or ``timeout`` seconds have passed)."""
+    _standby.settle(timeout)
+    return [started.process.pid for started in _standby.waiting()]
+
+
+def close_ranks_started_ahead() -> None:
+    """End the ranks waiting for a next run (it starts its own; see :func:`start_ahead`)."""
+    _standby.close()
 
 
 def release(ranks: list[RankProcess]) -> None:

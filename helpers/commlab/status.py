@@ -26,13 +26,17 @@ class Board:
 
     Each entry is a shared page of its own when the ranks are forked from the launcher (a
     grader's rank host): a rank then keeps its own page and unmaps the others
-    (:meth:`RankBoard.keep_only_own`), so that no rank can read or write another's. Ranks started
-    from the forkserver share one array, sent to each with its process.
+    (:meth:`RankBoard.keep_only_own`), so that no rank can read or write another's. A rank
+    started from the forkserver brings its own entry (``slots``, see :func:`new_slot`), made
+    before it knew its rank; spawned ranks share one array, sent to each with its process.
     """
 
-    def __init__(self, ctx: Any, world_size: int):
+    def __init__(self, ctx: Any, world_size: int, slots: list[Any] | None = None):
         self.world_size = world_size
-        if ctx.get_start_method() == "fork":
+        if slots is not None:
+            self.pages = []
+            self.entries = [(slot, 0) for slot in slots]
+        elif ctx.get_start_method() == "fork":
             self.pages: list[Any] = [mmap.mmap(-1, mmap.PAGESIZE) for _ in range(world_size)]
             self.entries = [(page, 0) for page in self.pages]
         else:
@@ -63,6 +67,11 @@ class Board:
     def snapshot(self) -> list[Position]:
         """Every rank's entry now (taken before a kill: a killed rank can't say where it was)."""
         return [self.position(r) for r in range(self.world_size)]
+
+
+def new_slot(ctx: Any) -> Any:
+    """One rank's entry, in memory shared with the process about to be started with it."""
+    return ctx.RawArray("i", 3)
 
 
 class RankBoard:

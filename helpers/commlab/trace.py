@@ -202,6 +202,11 @@ class Recorder:
         self._counts: dict[str, int] = {}
         self._local = threading.local()
 
+    def belong_to(self, rank: int, board: Any, keep_values: bool) -> None:
+        """Record for ``rank`` from now on (a rank started ahead installs its trace before it
+        knows its rank and launch)."""
+        self.rank, self._board, self.keep_values = rank, board, keep_values
+
     def restart_numbering(self) -> None:
         """Number the next calls from #1 again (commlab.checks runs several test cases in one
         launch, and a message about a case counts that case's calls, as a lone launch would)."""

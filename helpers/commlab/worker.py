@@ -22,7 +22,9 @@ worker exits at once: no rank outlives the cell that started it.
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import os
+import pickle
 import signal
 import sys
 import sysconfig
@@ -35,7 +37,7 @@ from typing import Any
 import cloudpickle
 import torch
 
-from . import answers, backend, capture, control, functional, plain, status
+from . import answers, backend, capture, control, functional, plain, rehearsal, status
 from . import trace as tracing
 from .errors import RankFailure, ReturnNotSendable
 
@@ -119,6 +121,46 @@ def main(spec: LaunchSpec, rank: int, connection: Any, out_pipe: Any, err_pipe: 
 
     recorder = tracing.Recorder(rank, board, keep_values=spec.trace_values)
     install_trace(recorder)
+    _run_and_report(spec, rank, board, channel, recorder, caught_warnings)
+
+
+def standby(connection: Any, out_pipe: Any, err_pipe: Any, slot: Any,
+            rehearse: bool = False) -> None:
+    """Entry point of a worker started before its run (:mod:`commlab.standby`): all that needs
+    no launch is done while it waits (output, control thread, trace, and with ``rehearse`` a
+    rehearsal of the run's first steps: :mod:`commlab.rehearsal`), then it takes the rank and
+    launch the run sends and goes on as :func:`main`. If the launcher goes away first, it ends
+    at once."""
+    global PRIVATE
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    capture.redirect(out_pipe, err_pipe)
+    channel = control.RankChannel(connection)
+    channel.start()
+    caught_warnings: list[str] = []
+    _capture_warnings(caught_warnings)
+    recorder = tracing.Recorder(-1)
+    install_trace(recorder)
+    if rehearse:
+        rehearsal.rehearse(recorder)
+    try:
+        rank, launch = channel.read_start()
+    except control.LauncherGone:
+        os._exit(0)
+    multiprocessing.current_process().name = f"commlab-rank-{rank}"
+    spec: LaunchSpec = pickle.loads(launch)
+    board = status.RankBoard(slot, 0, None, rank)
+    recorder.belong_to(rank, board, spec.trace_values)
+    if spec.private:
+        PRIVATE = channel.read_private()
+    _adopt_notebook_state(spec, rank)
+    control.install(channel)
+    _run_and_report(spec, rank, board, channel, recorder, caught_warnings)
+
+
+def _run_and_report(spec: LaunchSpec, rank: int, board: status.RankBoard,
+                    channel: control.RankChannel, recorder: tracing.Recorder,
+                    caught_warnings: list[str]) -> None:
+    """Run the function, send the report, wait for the launcher's word, exit."""
     try:
         value = _call(spec, rank, board)
         board.set_phase(status.FINISHED)

@@ -158,3 +158,41 @@ def test_interrupt_stops_every_rank():
         assert after.stdout.strip() == "[0, 1]", after.error and after.error["evalue"]
     finally:
         kernel.shutdown()
+
+
+def test_the_import_cell_starts_the_forkserver_and_the_first_runs_ranks():
+    kernel = Kernel()
+    try:
+        kernel.execute("import torch, torch.distributed as dist, commlab")
+        # the next cell finds them started in the background, before any run
+        run = kernel.execute(textwrap.dedent("""
+            import os
+            from commlab import processes
+            waiting = processes.ranks_started_ahead(timeout=120)
+            result = commlab.run(lambda rank, world_size: os.getpid(), 4)
+            print(len(waiting), sorted(result.returns) == sorted(waiting))
+        """), timeout=180)
+        assert run.status == "ok", run.error
+        assert run.stdout.strip() == "4 True"
+    finally:
+        kernel.shutdown()
+
+
+def test_an_import_cell_that_sends_every_run_elsewhere_starts_nothing():
+    # a grader's scoring kernel: its runs go to a rank host with a forkserver of its own
+    kernel = Kernel()
+    try:
+        kernel.execute(textwrap.dedent("""
+            import commlab
+            from commlab import launch
+            launch.launch_elsewhere(lambda *args, **kwargs: None)
+        """))
+        run = kernel.execute(textwrap.dedent("""
+            import time
+            from multiprocessing import forkserver
+            time.sleep(1)
+            print(forkserver._forkserver._forkserver_pid)
+        """))
+        assert run.stdout.strip() == "None", run.error
+    finally:
+        kernel.shutdown()

@@ -9,11 +9,13 @@ import textwrap
 import threading
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 import torch.distributed as dist
 
 import commlab
+from commlab import processes
 from support.processes import descendants
 
 # --- arguments are checked before anything starts ----------------------------------------------
@@ -157,6 +159,107 @@ def test_ranks_name_the_store_with_quick_lookups_and_the_notebook_keeps_its_envi
 def test_run_inside_a_rank_is_refused():
     with pytest.raises(commlab.RankError, match="called inside a rank"):
         commlab.run(lambda rank, world_size: commlab.run(print, 2), 2)
+
+
+# --- ranks started ahead of their run ---------------------------------------------------------
+
+def _pid_environment_and_folder(rank, world_size):
+    return os.getpid(), os.environ.get("COMMLAB_TEST_VALUE"), os.getcwd()
+
+
+def test_the_next_run_takes_the_ranks_started_ahead_and_sees_the_notebook_as_it_is_then(
+        monkeypatch, tmp_path):
+    processes.close_ranks_started_ahead()
+    commlab.run(_pid_environment_and_folder, 3)  # starts 3 for the next run
+    waiting = processes.ranks_started_ahead(timeout=60)
+    assert len(waiting) == 3
+    # what the notebook changes after they started reaches them with their launch
+    monkeypatch.setenv("COMMLAB_TEST_VALUE", "set after they started")
+    monkeypatch.chdir(tmp_path)
+    result = commlab.run(_pid_environment_and_folder, 3)
+    assert sorted(pid for pid, _, _ in result.returns) == sorted(waiting)
+    assert {(value, folder) for _, value, folder in result.returns} == {
+        ("set after they started", str(tmp_path))}
+
+
+def test_a_run_of_more_ranks_than_wait_starts_the_rest_itself():
+    processes.close_ranks_started_ahead()
+    commlab.run(_pid_environment_and_folder, 2)  # starts 2 for the next run
+    waiting = processes.ranks_started_ahead(timeout=60)
+    assert len(waiting) == 2
+    result = commlab.run(lambda rank, world_size: (os.getpid(), rank), 4)
+    assert [rank for _, rank in result.returns] == [0, 1, 2, 3]
+    assert len(set(waiting) & {pid for pid, _ in result.returns}) == 2
+
+
+def test_nothing_of_the_rehearsal_of_a_rank_started_ahead_shows_in_its_run():
+    def first_steps(rank, world_size):
+        began_initialized = dist.is_initialized()
+        dist.init_process_group("gloo")
+        tensor = torch.ones(2)
+        dist.all_reduce(tensor)
+        groups = dist.get_world_size(), dist.distributed_c10d._world.group_count
+        dist.destroy_process_group()
+        return began_initialized, groups
+
+    commlab.run(first_steps, 2, init_process_group=False)
+    processes.ranks_started_ahead(timeout=60)
+    result = commlab.run(first_steps, 2, init_process_group=False)
+    # no group made before the function's own, one call in the trace, numbered from #1, and
+    # nothing printed or warned
+    assert result.returns == [(False, (2, 1))] * 2
+    assert [[(c.op, c.index) for c in calls] for calls in result.trace] == [
+        [("all_reduce", 1)]] * 2
+    assert result.stdout == result.stderr == ["", ""]
+    assert result.warnings == [[], []]
+
+
+def test_ranks_started_ahead_end_when_closed_or_when_their_launcher_dies():
+    script = textwrap.dedent("""
+        import os, sys, time
+        import commlab
+        from commlab import processes
+        from support.processes import forkserver_children
+        commlab.run(lambda rank, world_size: rank, 2)
+        waiting = processes.ranks_started_ahead(timeout=60)
+        assert sorted(p.pid for p in forkserver_children()) == sorted(waiting), waiting
+        processes.close_ranks_started_ahead()
+        assert forkserver_children() == [], forkserver_children()
+        commlab.run(lambda rank, world_size: rank, 2)
+        print(" ".join(map(str, processes.ranks_started_ahead(timeout=60))), flush=True)
+        time.sleep(120)
+    """)
+    launcher = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1])))
+    try:
+        line = launcher.stdout.readline()
+        waiting = [psutil.Process(int(pid)) for pid in line.split()]
+        assert len(waiting) == 2, launcher.stderr.read() if not line else line
+    finally:
+        launcher.kill()
+        launcher.communicate(timeout=30)
+    gone, alive = psutil.wait_procs(waiting, timeout=10)
+    assert alive == []
+
+
+def test_a_script_without_a_main_guard_runs_once_though_ranks_start_in_a_thread(tmp_path):
+    # multiprocessing would re-run such a script in every process it starts; ranks started ahead
+    # are started by a thread of their own while the script goes on
+    script = tmp_path / "no_guard.py"
+    script.write_text(textwrap.dedent("""
+        import commlab
+        from commlab import processes
+        print("top of the script")
+        for _ in range(3):
+            commlab.run(lambda rank, world_size: rank, 2)
+            processes.ranks_started_ahead(timeout=60)
+        print("__file__" in globals(), __spec__)
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["top of the script", "True None"], out.stderr
 
 
 # --- failures ------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ import torch
 import torch.distributed as dist
 
 import commlab
-from support.processes import descendants
+from commlab import processes
+from support.processes import descendants, forkserver_children
 
 
 def work(rank, world_size):
@@ -25,6 +26,9 @@ def listening_ports():
 
 if __name__ == "__main__":
     commlab.run(work, 4)  # the forkserver and resource tracker start once, on the first run
+    # each run starts the next run's ranks, which wait for it: not a run's leftovers, and
+    # ended here, so that the count says what the runs left
+    processes.close_ranks_started_ahead()
     fds, ports = psutil.Process().num_fds(), listening_ports()
     for i in range(50):
         result = commlab.run(work, 4)
@@ -33,7 +37,9 @@ if __name__ == "__main__":
         commlab.run(lambda rank, world_size: 1 / 0, 2)
     except commlab.RankError:
         pass
+    processes.close_ranks_started_ahead()
     assert descendants() == [], descendants()
+    assert forkserver_children() == [], forkserver_children()
     assert psutil.Process().num_fds() == fds, (psutil.Process().num_fds(), fds)
     assert listening_ports() - ports == set(), listening_ports() - ports
     print("clean")

@@ -22,3 +22,15 @@ def descendants(pid: int | None = None) -> list[psutil.Process]:
         if not any(name in cmdline for name in _LONG_LIVED):
             found.append(proc)
     return found
+
+
+def forkserver_children() -> list[psutil.Process]:
+    """The live processes this process's forkserver forked (ranks, and ranks started ahead),
+    which :func:`descendants` leaves out with the forkserver (they share its command line)."""
+    from multiprocessing import forkserver
+
+    pid = forkserver._forkserver._forkserver_pid
+    if pid is None:
+        return []
+    return [proc for proc in psutil.Process(pid).children()
+            if proc.status() != psutil.STATUS_ZOMBIE]
