@@ -27,6 +27,11 @@ The modules below are tested through others (tests/test_layout.py reads these li
 #   ranks, and what is refused)
 # helpers/commlab/preload_dynamo.py: tested through test_processes.py (torch._dynamo already
 #   imported in a rank)
+# helpers/commlab/preload_memory.py: tested through test_processes.py (a rank forked from the
+#   frozen forkserver still imports and steps an optimizer) and bench/launch_bench.py (what
+#   it saves)
+# helpers/commlab/rehearsal.py: tested through test_launch.py (nothing of a rehearsal shows in
+#   the run: no group, no call in the trace, no output or warning)
 # helpers/commlab/render.py: tested through test_drawing.py (layouts, labels at eight ranks,
 #   baselines)
 # helpers/commlab/rendezvous.py: tested through test_launch.py (the store on the loopback alone,
@@ -35,6 +40,8 @@ The modules below are tested through others (tests/test_layout.py reads these li
 #   test_in_jupyter.py (the HTML view)
 # helpers/commlab/ring.py: tested through test_drawing.py (each step of a ring, a run that is not
 #   one refused)
+# helpers/commlab/standby.py: tested through test_launch.py (the next run takes the ranks
+#   started ahead, starts the rest itself; they end when closed or when their launcher dies)
 # helpers/commlab/status.py: tested through test_launch.py and test_in_jupyter.py (where each rank
 #   is when a run hangs or fails)
 # helpers/commlab/watch.py: tested through test_launch.py (an endless loop stopped, a killed rank)
