@@ -13,21 +13,17 @@ to look at.
 from __future__ import annotations
 
 import contextlib
-import os
-import re
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 
 import nbformat
-import psutil
 import pytest
 
 from support import class_factory
-from support.containers import LabContainer, free_port, step
+from support.containers import LabContainer, step
 from support.course_copy import ROOT
-from support.waiting import until
+from support.labs import MadeLab
 
 pytestmark = pytest.mark.browser
 
@@ -37,65 +33,22 @@ WRONG_ANSWER = ("def my_broadcast(tensor, src):\n"
                 "    dist.broadcast(tensor, src)\n")
 # what the exercise's visible test says to that answer (commlab.checks.expect_only)
 WRONG_ANSWER_MESSAGE = "your code called dist.broadcast; this exercise allows only"
+# Chapter 17's first exercise answered wrongly (a file of tests/chapters/), and what its test
+# says to it: the chapter whose first test once showed its 110 lines of helpers before the reason
+SHARDED = "17_sharded_training"
+SHARDED_WRONG = (ROOT / "tests" / "chapters" / SHARDED / "wrong_answers"
+                 / "sharded_optimizer_forgets_a_later_group.py")
+SHARDED_WRONG_MESSAGE = "the parameters after step"
 
 
 # --- the two Labs ------------------------------------------------------------------------------
 
-class LocalLab:
+class LocalLab(MadeLab):
     """`make lab` of this checkout on a fresh workspace, as a student starts it."""
 
     def __init__(self, folder: Path):
         self.work = folder / "work"
-        self.folder = folder
-        self.port = free_port()
-        self.token = ""
-        self.log = folder / "lab.log"
-        self.process: subprocess.Popen | None = None
-
-    def make_target(self) -> tuple[list[str], Path]:
-        """The make target (with its variables) that starts this Lab, and where it runs."""
-        return ["lab", f"WORK={self.work}"], ROOT
-
-    def start(self, timeout: float = 120) -> LocalLab:
-        target, cwd = self.make_target()
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-        # Lab's settings, workspaces and runtime files in the test's folder, not the user's
-        for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR",
-                     "JUPYTERLAB_WORKSPACES_DIR"):
-            env[name] = str(self.folder / name.lower())
-        # as root, make lab adds --allow-root itself (and says so)
-        flags = f"--no-browser --ip=127.0.0.1 --port={self.port}"
-        with open(self.log, "w") as log:
-            self.process = subprocess.Popen(
-                ["make", "--no-print-directory", *target, f"LAB_FLAGS={flags}"], cwd=cwd,
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        pattern = re.compile(rf"http://127\.0\.0\.1:{self.port}/lab\?token=([0-9a-f]+)")
-        found = until(lambda: pattern.search(self.log.read_text()), timeout, 0.3,
-                      alive=lambda: self.process.poll() is None)
-        if found is None:
-            raise AssertionError(f"make {target[0]} printed no token URL:\n"
-                                 f"{self.log.read_text()[-3000:]}")
-        self.token = found.group(1)
-        return self
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        started = psutil.Process(self.process.pid).children(recursive=True)
-        os.killpg(self.process.pid, signal.SIGTERM)  # Lab stops its kernels on SIGTERM
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-        for left in started:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                left.kill()
+        super().__init__(["lab", f"WORK={self.work}"], folder)
 
 
 @pytest.fixture(params=["local", pytest.param("image", marks=pytest.mark.image)])
@@ -292,18 +245,38 @@ def _student_session(student: Student, which: str, started, work: Path) -> None:
     assert WRONG_ANSWER_MESSAGE in text, text[:3000]
     student.close_dialog()
 
+    if which == "local":  # once is enough: the dialog is nbgrader's, whichever Lab shows it
+        _sharded_training_validated(student, started, work)
+
+
+def _sharded_training_validated(student: Student, started, work: Path) -> None:
+    """Chapter 17 with a wrong first answer, saved, then opened and validated: the reason (what
+    differed, on which rank and case) comes within the dialog's first 15 lines."""
+    path = work / SHARDED / f"{SHARDED}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[class_factory.cell_index(nb, "17-sharded-optimizer")].source = \
+        SHARDED_WRONG.read_text()
+    nbformat.write(nb, path)
+    page = student.page
+    with step("browser, local Lab: chapter 17, a wrong answer, Validate"):
+        page.goto(f"{started.base_url}/lab/tree/{SHARDED}/{SHARDED}.ipynb?token={started.token}")
+        page.locator("#jp-main-statusbar").get_by_text("| Idle").wait_for(timeout=120_000)
+        kind, text = student.validate()
+    student.shot("sharded-validate-fails")
+    assert "validation-failed" in kind, text[:3000]
+    first = [line for line in text.splitlines() if line.strip()][:15]
+    assert any(SHARDED_WRONG_MESSAGE in line for line in first), "\n".join(first)
+    assert "File \"" not in "\n".join(first), "no frame of the course's check code first"
+    student.close_dialog()
+
 
 # --- what the instructor sees after `make grade` -------------------------------------------------
 
-class FormgraderLab(LocalLab):
+class FormgraderLab(MadeLab):
     """`make formgrader` in a copy of the course, after `make grade` of a small class."""
 
     def __init__(self, folder: Path, course: Path):
-        super().__init__(folder)
-        self.course = course
-
-    def make_target(self) -> tuple[list[str], Path]:
-        return ["formgrader"], self.course
+        super().__init__(["formgrader"], folder, cwd=course)
 
 
 @pytest.fixture
