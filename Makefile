@@ -116,7 +116,7 @@ lint: setup
 # the images stay on one (tests/conftest.py). TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= 3
 test: course-source lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 site-source:
 	@test -d solutions -a -f helpers/site/build.py || { echo "make site builds the course's \

@@ -39,40 +39,52 @@ def pytest_terminal_summary(terminalreporter):
         write(f"{value:8.1f}     {name}")
 
 
-# --- on several workers (make test runs pytest-xdist with --dist loadgroup) ----------------------
+# --- on several workers (make test runs pytest-xdist) ---------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[1]
+CHAPTER_NAMES = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
 # Modules whose tests of one chapter need nothing of another chapter's (no module fixture that
 # does every chapter's work at once): their chapters can run on different workers.
 BY_CHAPTER = {"tests/chapters/test_exercise_feedback.py", "tests/course/test_notebooks.py",
               "tests/course/test_nccl_path.py"}
+# The groups that take longest (minutes each), longest first.
+LONGEST_FIRST = ["tests/system", "tests/course/test_one_verdict.py",
+                 "tests/grader/test_autograde.py", "tests/chapters/test_attacks.py",
+                 "tests/chapters/test_solutions.py", "tests/grader/trusted/test_batch.py"]
 
 
-def pytest_collection_modifyitems(config, items):
-    """Which tests must run on one worker: a module's (they share its module fixtures), or in
-    the modules of BY_CHAPTER a chapter's; a notebook's cells (nbval runs them in order, in one
-    kernel); and every test of tests/system/, which share the images, the browser, the hub's and
-    the site's environments and the Slurm cluster, and would only slow each other down."""
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
-
-
-def _group(item) -> str:
-    path = Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
+def group(nodeid: str) -> str:
+    """The tests that must run on one worker: a module's (they share its module fixtures), or in
+    the modules of BY_CHAPTER a chapter's (named in the test's parameters); a notebook's cells
+    (nbval runs them in order, in one kernel); and every test of tests/system/, which share the
+    images, the browser, the hub's and the site's environments and the Slurm cluster, and would
+    only slow each other down."""
+    path, _, rest = nodeid.partition("::")
     if path.startswith("tests/system/"):
         return "tests/system"
-    if path in BY_CHAPTER:
-        chapter = _chapter(item)
+    if path in BY_CHAPTER and "[" in rest:
+        parameters = rest[rest.index("["):]
+        chapter = next((name for name in CHAPTER_NAMES if name in parameters), None)
         if chapter is not None:
             return f"{path}::{chapter}"
     return path
 
 
-def _chapter(item) -> str | None:
-    """The chapter a parametrized test is about, from its parameters (a chapter's name, or an
-    answer file's chapter)."""
-    for value in getattr(getattr(item, "callspec", None), "params", {}).values():
-        chapter = getattr(value, "chapter", value)
-        if isinstance(chapter, str) and (ROOT / "solutions" / chapter).is_dir():
-            return chapter
-    return None
+def pytest_collection_modifyitems(config, items):
+    """Workers are handed groups in the order collected: the longest first, so that none is left
+    to run alone at the end (within a group, a notebook's cells, the order stays)."""
+    items.sort(key=lambda item: next((i for i, path in enumerate(LONGEST_FIRST)
+                                      if group(item.nodeid).startswith(path)),
+                                     len(LONGEST_FIRST)))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scheduler by scope, with :func:`group` as the scope (its own loadgroup
+    reads marks that pytest 9 no longer lets it put into a test's id)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group(nodeid)
+
+    return ByGroup(config, log)
