@@ -69,7 +69,9 @@ def graded(tmp_path_factory):
         answered = with_answer(attack.answer_cell, attack.cell, release(attack.chapter))
         write(folder / "class", attack.name, answered, attack.chapter)
     write(folder / "class", "scripts_in_outputs", _scripts_in_outputs(), "00_launching_ranks")
-    graded_class(folder / "class", folder / "out", jobs=2, db=folder / "gradebook.db")
+    # the suite's other tests share the machine: the grader's cell limit is test_autograde's
+    graded_class(folder / "class", folder / "out", jobs=2, db=folder / "gradebook.db",
+                 cell_timeout=120)
     results = json.loads((folder / "out" / "results.json").read_text())
     # every student also gets "missing" for the chapters others handed in
     outcomes = {o["student"]: o for o in results["outcomes"]

@@ -63,7 +63,8 @@ def test_git_ignores_the_workspace():
 def test_make_test_collects_nothing_from_the_workspace(tmp_path):
     course = tracked_copy(tmp_path / "course")
     _save_a_students_notebook(course / "work")
-    done = make("test", f"VENV={VENV}", "PYTEST_ARGS=--collect-only", cwd=course)
+    done = make("test", f"VENV={VENV}", "TEST_WORKERS=0", "PYTEST_ARGS=--collect-only",
+                cwd=course)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     collected = [line for line in done.stdout.splitlines() if "::" in line]
     assert any(line.startswith("solutions/") for line in collected)  # nbval did collect
@@ -75,7 +76,8 @@ def test_notebook_tests_pass_while_a_student_has_saved_work(tmp_path):
     course = tracked_copy(tmp_path / "course")
     _save_a_students_notebook(course / "work")
     chosen = "exactly_what_nbgrader_generates or leaks_no_answer or every_chapter_has"
-    done = make("test", f"VENV={VENV}", f"PYTEST_ARGS=tests/course/test_notebooks.py -k '{chosen}'",
+    done = make("test", f"VENV={VENV}", "TEST_WORKERS=0",  # in this worker, which says deselected
+                f"PYTEST_ARGS=tests/course/test_notebooks.py -k '{chosen}'",
                 cwd=course)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and "deselected" in done.stdout
