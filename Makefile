@@ -35,7 +35,7 @@ EXCHANGE ?= $(or $(NBGRADER_EXCHANGE),/srv/nbgrader/exchange)
 COURSE_ID ?= $(or $(COMMLAB_COURSE_ID),commlab)
 COLLECTED ?= collected
 
-.PHONY: setup lab test lint bench bench-rendezvous bench-grade baselines generate validate grade clean
+.PHONY: setup lab test test-fast lint bench bench-rendezvous bench-grade baselines generate validate grade clean
 .PHONY: torch-build check course-source student-edition execute formgrader site site-source site-venv
 .PHONY: hub hub-setup collect release-feedback
 
@@ -117,6 +117,14 @@ lint: setup
 TEST_WORKERS ?= 3
 test: course-source lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+# The edit loop's lane: every test of tests/commlab and tests/grader not marked slow (a launch
+# of many runs, a class graded), and one chapter end to end (its solution run under strict nbval,
+# its test cells included). make test runs these and everything else.
+FAST_CHAPTER ?= 00_launching_ranks
+test-fast: course-source lint
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow and not image and not browser and not hub" \
+		tests/commlab tests/grader tests/test_layout.py solutions/$(FAST_CHAPTER) $(PYTEST_ARGS)
 
 site-source:
 	@test -d solutions -a -f helpers/site/build.py || { echo "make site builds the course's \

@@ -78,6 +78,7 @@ def pytest_collection_modifyitems(config, items):
                                      len(LONGEST_FIRST)))
 
 
+@pytest.hookimpl(optionalhook=True)  # known only where pytest-xdist is loaded
 def pytest_xdist_make_scheduler(config, log):
     """pytest-xdist's scheduler by scope, with :func:`group` as the scope (its own loadgroup
     reads marks that pytest 9 no longer lets it put into a test's id)."""
