@@ -4,6 +4,7 @@ course's images (built once per session for test_image.py and test_browser.py), 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,21 @@ def kernel():
     assert warm.status == "ok", warm.error
     yield k
     k.shutdown()
+
+
+def pytest_sessionfinish(session):
+    """On a worker of make test: hand the figures below to the controller, which prints them."""
+    sent = getattr(session.config, "workeroutput", None)
+    if sent is not None:
+        sent["figures"] = json.dumps({"steps": STEPS, "sizes": SIZES, "measured": MEASURED})
+
+
+@pytest.hookimpl(optionalhook=True)  # known only where pytest-xdist is loaded
+def pytest_testnodedown(node, error):
+    figures = json.loads(getattr(node, "workeroutput", {}).get("figures", "{}"))
+    STEPS.extend(tuple(step) for step in figures.get("steps", []))
+    SIZES.update(figures.get("sizes", {}))
+    MEASURED.update(figures.get("measured", {}))
 
 
 def pytest_terminal_summary(terminalreporter):
