@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import socket
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -243,20 +242,12 @@ def _rank_environ(world_size: int, port: int, debug: bool) -> dict[str, str]:
     }
     if debug:
         environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
-    loopback = _loopback_interface()
+    loopback = rendezvous.loopback_interface()
     if loopback and "GLOO_SOCKET_IFNAME" not in os.environ:
         environ["GLOO_SOCKET_IFNAME"] = loopback
     # the ranks' store clients name the store with a lookup (see commlab.rendezvous)
     environ["RES_OPTIONS"] = rendezvous.resolver_options()
     return environ
-
-
-def _loopback_interface() -> str | None:
-    try:
-        names = [name for _, name in socket.if_nameindex()]
-    except OSError:
-        return None
-    return next((n for n in ("lo", "lo0") if n in names), None)
 
 
 def _start_watch_stop_explain(spec: LaunchSpec, timeout: float, private: Private,

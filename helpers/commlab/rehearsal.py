@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import sys
 import warnings
 from collections.abc import Iterator
@@ -26,13 +25,14 @@ from collections.abc import Iterator
 import cloudpickle
 import torch
 
+from . import rendezvous
 from . import trace as tracing
 
 
 def rehearse(recorder: tracing.Recorder) -> None:
     """Build a gloo group of this rank alone, all_reduce a tensor on it through the trace
     ``recorder`` records, pickle the result as a report would; then forget all of it."""
-    interface = _loopback_interface()
+    interface = rendezvous.loopback_interface()
     if interface is None:
         return
     import torch.distributed as dist
@@ -49,14 +49,6 @@ def rehearse(recorder: tracing.Recorder) -> None:
     finally:
         recorder.calls.clear()
         recorder.restart_numbering()
-
-
-def _loopback_interface() -> str | None:
-    try:
-        names = [name for _, name in socket.if_nameindex()]
-    except OSError:
-        return None
-    return next((n for n in ("lo", "lo0") if n in names), None)
 
 
 @contextlib.contextmanager

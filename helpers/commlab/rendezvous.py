@@ -73,3 +73,13 @@ def launch_store(timeout: float) -> Any:
         raise made["error"]
     listener.detach()  # the store's server owns the socket now, and closes it with the store
     return made["store"]
+
+
+def loopback_interface() -> str | None:
+    """The name of this machine's loopback interface (gloo's GLOO_SOCKET_IFNAME for ranks that
+    talk over it alone), or None where there is none to name."""
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except OSError:
+        return None
+    return next((n for n in ("lo", "lo0") if n in names), None)
