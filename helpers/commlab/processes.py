@@ -19,6 +19,7 @@ import dataclasses
 import os
 import pickle
 import signal
+import tempfile
 import threading
 from multiprocessing import spawn
 from typing import Any
@@ -126,12 +127,37 @@ def _start_forkserver_quietly() -> None:
     previous = os.environ.get("TORCH_CPP_LOG_LEVEL")
     if previous is None:
         os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
+    _socket_folder_short_enough()
     try:
         with _sigint_ignored():
             forkserver.ensure_running()
     finally:
         if previous is None:
             del os.environ["TORCH_CPP_LOG_LEVEL"]
+
+
+# a Unix socket's path has at most 107 bytes; the forkserver's is
+# <temp dir>/pymp-XXXXXXXX/listener-XXXXXXXX, 33 bytes below the temp dir
+_SOCKET_PATH_MAX = 107
+_SOCKET_NAME_LENGTH = len("/pymp-12345678/listener-12345678")
+
+
+def _socket_folder_short_enough() -> None:
+    """multiprocessing's folder for the forkserver's socket under ``/tmp`` where the temp dir is
+    too deep for a socket path (a test runner's or a cluster job's TMPDIR), which would otherwise
+    fail every run with "OSError: AF_UNIX path too long". multiprocessing makes that folder once
+    per process, on first use, and removes it at exit."""
+    from multiprocessing import process, util
+
+    if process.current_process()._config.get("tempdir") is not None:
+        return  # made already, wherever it is
+    if len(tempfile.gettempdir()) + _SOCKET_NAME_LENGTH <= _SOCKET_PATH_MAX:
+        return
+    chosen, tempfile.tempdir = tempfile.tempdir, "/tmp"
+    try:
+        util.get_temp_dir()
+    finally:
+        tempfile.tempdir = chosen
 
 
 @contextlib.contextmanager

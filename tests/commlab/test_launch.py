@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 from pathlib import Path
@@ -323,10 +325,18 @@ def test_the_stop_button_while_the_forkserver_starts_does_not_break_the_next_run
 
 # --- nothing left behind ------------------------------------------------------------------------
 
+@pytest.fixture
+def short_tmp():
+    """A folder of its own directly under the temp dir, removed after the test."""
+    folder = Path(tempfile.mkdtemp(prefix="leaks-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.slow
-def test_fifty_runs_in_a_row_leave_no_process_file_port_or_descriptor(tmp_path):
-    private_tmp = tmp_path / "tmp"
-    private_tmp.mkdir()
+def test_fifty_runs_in_a_row_leave_no_process_file_port_or_descriptor(short_tmp):
+    # short: under a deep TMPDIR multiprocessing's folder would go to /tmp, out of this count
+    private_tmp = short_tmp
     tests = Path(__file__).parents[1]
     check = subprocess.Popen([sys.executable, str(tests / "support" / "leak_check.py")],
                              env=dict(os.environ, TMPDIR=str(private_tmp), PYTHONPATH=str(tests)),

@@ -3,6 +3,8 @@ chapters' code would otherwise import in every rank of every run (commlab.proces
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
 import pytest
@@ -53,3 +55,18 @@ def test_dtensors_scatter_and_broadcast_are_traced_though_their_module_is_preloa
     result = commlab.run(_distribute, world_size=2, timeout=30)
     assert [call.op for call in result.trace[0]] == ["scatter", "broadcast"]
     assert result.bytes_sent()[0] == 16 + 8
+
+
+def test_runs_start_where_the_temp_dir_is_too_deep_for_the_forkservers_socket(tmp_path):
+    # a test runner's or a cluster job's TMPDIR can be deeper than a Unix socket's 107 bytes
+    # leave for multiprocessing's <temp dir>/pymp-XXXXXXXX/listener-XXXXXXXX
+    deep = tmp_path / ("a-temp-dir-deeper-than-a-unix-socket-path-may-be-" * 2)
+    deep.mkdir()
+    code = ("import commlab\n"
+            "result = commlab.run(lambda rank, world_size: rank, 2, timeout=60)\n"
+            "print(result.returns)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, TMPDIR=str(deep)),
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "[0, 1]"
+    assert list(deep.iterdir()) == [], "multiprocessing's socket folder is gone at exit"
