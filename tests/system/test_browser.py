@@ -29,6 +29,7 @@ pytestmark = pytest.mark.browser
 
 CHAPTER = "01_broadcast"
 SHOTS = ROOT / "build" / "browser-screenshots"
+OPEN_NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the tab in front: Lumino hides the rest
 WRONG_ANSWER = ("def my_broadcast(tensor, src):\n"
                 "    dist.broadcast(tensor, src)\n")
 # what the exercise's visible test says to that answer (commlab.checks.expect_only)
@@ -105,7 +106,20 @@ class Student:
 
     @property
     def cells(self):
-        return self.page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell")
+        return self.page.locator(f"{OPEN_NOTEBOOK} .jp-Notebook .jp-Cell")
+
+    def open_chapter(self, started, chapter: str) -> None:
+        """The chapter's notebook alone in Lab (``reset``: no tab of an earlier visit restored
+        beside it), every cell drawn, no spinner over it, its kernel idle."""
+        self.page.goto(f"{started.base_url}/lab/tree/{chapter}/{chapter}.ipynb"
+                       f"?reset&token={started.token}")
+        count = len(class_factory.release(chapter).cells)
+        self.page.wait_for_function(
+            """([panel, count]) => [...document.querySelectorAll(panel)].some(p =>
+                   p.querySelectorAll('.jp-Notebook .jp-Cell').length === count
+                   && !p.querySelector('.jp-Spinner'))""",
+            arg=[OPEN_NOTEBOOK, count], timeout=120_000)
+        self.page.locator("#jp-main-statusbar").get_by_text("| Idle").wait_for(timeout=120_000)
 
     def wait_until_run(self, count: int, timeout: float = 240) -> None:
         """Every code cell among the first ``count`` has an execution number."""
@@ -131,7 +145,7 @@ class Student:
     def validate(self, timeout: float = 300) -> tuple[str, str]:
         """Click Validate; (the result's class, its text); close the dialog."""
         # the open notebook's button: the tabs behind it keep theirs, hidden
-        self.page.locator(".validate-button:visible").first.click()
+        self.page.locator(f"{OPEN_NOTEBOOK} .validate-button").click()
         message = self.page.locator("#validation-message")
         message.wait_for(timeout=timeout * 1000)
         kind = message.get_attribute("class") or ""
@@ -180,14 +194,7 @@ def _student_session(student: Student, which: str, started, work: Path) -> None:
     exercises = _exercises()
     first_exercise = exercises[0][0]
     with step(f"browser, {which} Lab: chapter opened, kernel idle"):
-        page.goto(f"{started.base_url}/lab/tree/{CHAPTER}/{CHAPTER}.ipynb"
-                  f"?token={started.token}")
-        count = len(class_factory.release(CHAPTER).cells)
-        page.wait_for_function(
-            "(count) => document.querySelectorAll("
-            "'.jp-NotebookPanel .jp-Notebook .jp-Cell').length === count", arg=count,
-            timeout=120_000)
-        page.locator("#jp-main-statusbar").get_by_text("| Idle").wait_for(timeout=120_000)
+        student.open_chapter(started, CHAPTER)
     # the course's Lab settings (helpers/jupyter/overrides.json): no question about Jupyter's
     # news for every student
     assert page.get_by_text("official Jupyter news").count() == 0
@@ -260,8 +267,7 @@ def _sharded_training_validated(student: Student, started, work: Path) -> None:
     nbformat.write(nb, path)
     page = student.page
     with step("browser, local Lab: chapter 17, a wrong answer, Validate"):
-        page.goto(f"{started.base_url}/lab/tree/{SHARDED}/{SHARDED}.ipynb?token={started.token}")
-        page.locator("#jp-main-statusbar").get_by_text("| Idle").wait_for(timeout=120_000)
+        student.open_chapter(started, SHARDED)
         kind, text = student.validate()
     student.shot("sharded-validate-fails")
     assert "validation-failed" in kind, text[:3000]
