@@ -278,8 +278,10 @@ def _unpack(source: Path, scratch: Path,
     originals: dict[str, str] = {}
     try:
         with zipfile.ZipFile(source) as archive:
+            unpacked = 0
             for member in archive.infolist():
-                _extract(archive, member, target, skipped, originals)
+                unpacked += _extract_alone(archive, member, target, skipped, originals,
+                                           room=MAX_UNPACKED_BYTES - unpacked)
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
         raise IntakeError(f"SUBMISSIONS {source} is a damaged or unsupported zip ({exc}): download "
                           "it again from the LMS, or unzip it with another tool and give the "
@@ -298,29 +300,92 @@ def _on_disk(part: str) -> str:
     return "long-name-" + hashlib.sha256(part.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
+# A member larger than this is not unpacked: the course's largest notebook, with every output
+# and picture, is 0.6 MB. And what a whole download may unpack to, so that a crafted zip cannot
+# fill the disk that grading writes to.
+MAX_FILE_BYTES = 50 * 2**20
+MAX_UNPACKED_BYTES = 16 * 2**30
+_CHUNK = 2**20
+_S_IFMT, _S_IFLNK = 0o170000, 0o120000
+
+
+class _Unusable(Exception):
+    """A member of the zip that is not unpacked, and why (it goes to the report)."""
+
+
+def _extract_alone(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path,
+                   skipped: list[Skipped], originals: dict[str, str], room: int) -> int:
+    """Unpack one member on its own: whatever is wrong with it (a name that clashes with
+    another's, a link, a path out of the folder, its size, damaged data) skips it, named with
+    the reason, and the rest of the class is read. The bytes it took on disk."""
+    try:
+        return _extract(archive, member, target, originals, room)
+    except _Unusable as why:
+        skipped.append(Skipped(member.filename, str(why)))
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        skipped.append(Skipped(member.filename, f"damaged in the zip ({exc}): download the zip "
+                               "again, or ask the student for the file"))
+    except OSError as exc:
+        skipped.append(Skipped(member.filename, f"could not be unpacked ({exc.strerror or exc})"))
+    return 0
+
+
 def _extract(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path,
-             skipped: list[Skipped], originals: dict[str, str]) -> None:
+             originals: dict[str, str], room: int) -> int:
     name = member.filename.replace("\\", "/")
     parts = PurePosixPath(name).parts
     if name.startswith("/") or ".." in parts or re.match(r"[A-Za-z]:", name):
-        skipped.append(Skipped(member.filename, "would escape the folder it is unpacked into "
-                               "(an absolute path or ..)"))
-        return
+        raise _Unusable("would escape the folder it is unpacked into (an absolute path or ..)")
     if member.is_dir() or not parts:
-        return
+        return 0
+    if (member.external_attr >> 16) & _S_IFMT == _S_IFLNK:
+        raise _Unusable("a link, not a file: links in a download are not followed")
+    if member.file_size > MAX_FILE_BYTES:
+        raise _Unusable(_too_large(member.file_size))
+    if member.file_size > room:
+        raise _Unusable(f"the download unpacks to more than {MAX_UNPACKED_BYTES // 2**30} GB: "
+                        "grade it in parts (a zip per chapter or per section)")
     on_disk = [_on_disk(part) for part in parts]
     dest = target.joinpath(*on_disk)
+    clash = next((up for up in reversed(dest.parents) if up.is_relative_to(target)
+                  and up != target and up.is_file()), None)
+    if clash is not None:
+        raise _Unusable(f"its folder {clash.relative_to(target).as_posix()} is also a file in "
+                        "the zip: the file is used")
+    if dest.is_dir():
+        raise _Unusable("a folder of the same name is in the zip: the folder is used")
+    if dest.exists():
+        raise _Unusable("a second entry of the same name in the zip: the first one is used")
     if on_disk != list(parts):  # read by the name in the zip, kept on disk under a shorter one
         originals["/".join(on_disk)] = "/".join(parts)
-    if dest.exists():
-        skipped.append(Skipped(member.filename, "a second entry of the same name in the zip: "
-                               "the first one is used"))
-        return
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with archive.open(member) as data, open(dest, "wb") as out:
-        shutil.copyfileobj(data, out)
+    written = _copy_at_most(archive, member, dest, min(MAX_FILE_BYTES, room))
     stamp = time.mktime((*member.date_time, 0, 0, -1))  # the newest attempt may be told by it
     os.utime(dest, (stamp, stamp))
+    return written
+
+
+def _copy_at_most(archive: zipfile.ZipFile, member: zipfile.ZipInfo, dest: Path,
+                  limit: int) -> int:
+    """Copy the member to ``dest``, never more than ``limit`` bytes whatever its header says."""
+    written = 0
+    try:
+        with archive.open(member) as data, open(dest, "wb") as out:
+            while chunk := data.read(_CHUNK):
+                written += len(chunk)
+                if written > limit:
+                    raise _Unusable(_too_large(written))
+                out.write(chunk)
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+    return written
+
+
+def _too_large(size: int) -> str:
+    return (f"{size / 2**20:.0f} MB or more, larger than the {MAX_FILE_BYTES // 2**20} MB a "
+            "notebook may be: ask the student to clear its outputs (Edit > Clear Outputs of "
+            "All Cells) and hand it in again")
 
 
 def _listing(root: Path, skipped: list[Skipped],
@@ -340,6 +405,10 @@ def _listing(root: Path, skipped: list[Skipped],
             why = "Jupyter's checkpoint copy, not the submission"
         elif not path.resolve().is_relative_to(inside):
             why = "a link to outside the submissions folder"
+        elif not path.is_file():
+            why = "not a file (a pipe, a device, a socket or a link to nothing)"
+        elif path.stat().st_size > MAX_FILE_BYTES:
+            why = _too_large(path.stat().st_size)
         else:
             files.append((rel, path))
             continue

@@ -265,7 +265,6 @@ def _sharded_training_validated(student: Student, started, work: Path) -> None:
     nb.cells[class_factory.cell_index(nb, "17-sharded-optimizer")].source = \
         SHARDED_WRONG.read_text()
     nbformat.write(nb, path)
-    page = student.page
     with step("browser, local Lab: chapter 17, a wrong answer, Validate"):
         student.open_chapter(started, SHARDED)
         kind, text = student.validate()
