@@ -57,7 +57,6 @@ import datetime
 import hashlib
 import os
 import re
-import shutil
 import tempfile
 import time
 import zipfile

@@ -4,6 +4,7 @@ from the zips Canvas, Moodle and Blackboard really make, and every file not used
 
 from __future__ import annotations
 
+import os
 import re
 import zipfile
 from pathlib import Path
@@ -12,6 +13,7 @@ import nbformat
 import pytest
 
 from grader import intake
+from support.bad_downloads import BAD_MEMBERS, bad_members_zip
 
 ROOT = Path(__file__).resolve().parents[3]
 CHAPTERS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
@@ -143,6 +145,39 @@ def test_second_zip_entry_of_the_same_name_is_listed_not_written_over_the_first(
     assert "first" in result.submissions[0].path.read_text()
     assert reasons(result) == {"leebo_2001_9004_01_broadcast.ipynb": "a second entry of the same "
                                "name in the zip: the first one is used"}
+
+
+def test_each_bad_member_of_a_download_is_named_and_the_rest_of_the_class_read(tmp_path):
+    source = bad_members_zip(tmp_path / "canvas.zip", {
+        "kimjo_4001_9006_01_broadcast.ipynb": notebook("kim"),
+        "leebo_2001_9004_01_broadcast.ipynb": notebook("lee")})
+    result = collect(tmp_path, source)
+    assert graded(result) == {"kimjo_4001/01_broadcast": "kimjo_4001_9006_01_broadcast.ipynb",
+                              "leebo_2001/01_broadcast": "leebo_2001_9004_01_broadcast.ipynb"}
+    why = reasons(result)
+    for member, reason in BAD_MEMBERS.items():
+        assert reason in why.get(member, ""), (member, why)
+    unpacked = [p for p in (tmp_path / "scratch").rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in unpacked) < 2**20, "nothing large or linked written"
+    assert not any(p.is_symlink() for p in (tmp_path / "scratch").rglob("*"))
+
+
+def test_a_pipe_or_an_oversize_file_in_a_class_folder_is_named_not_read(tmp_path):
+    folder = tmp_path / "class" / "kim" / "01_broadcast"
+    folder.mkdir(parents=True)
+    (folder / "01_broadcast.ipynb").write_text(notebook("kim"))
+    pipe = tmp_path / "class" / "lee" / "01_broadcast" / "01_broadcast.ipynb"
+    pipe.parent.mkdir(parents=True)
+    os.mkfifo(pipe)  # reading it would wait for a writer forever
+    big = tmp_path / "class" / "amy" / "01_broadcast" / "01_broadcast.ipynb"
+    big.parent.mkdir(parents=True)
+    with open(big, "wb") as out:
+        out.truncate(intake.downloads.MAX_FILE_BYTES + 1)
+    result = collect(tmp_path, tmp_path / "class")
+    assert graded(result) == {"kim/01_broadcast": "kim/01_broadcast/01_broadcast.ipynb"}
+    why = reasons(result)
+    assert why["lee/01_broadcast/01_broadcast.ipynb"].startswith("not a file (a pipe")
+    assert "larger than the 50 MB" in why["amy/01_broadcast/01_broadcast.ipynb"]
 
 
 # --- Moodle ---------------------------------------------------------------------------------------
@@ -358,8 +393,8 @@ def test_file_that_is_no_zip_says_what_to_give(tmp_path):
 def test_damaged_zip_says_to_download_it_again(tmp_path):
     source = make_zip(tmp_path / "canvas.zip", {"alice_1_2_01_broadcast.ipynb": notebook("a")})
     data = source.read_bytes()
-    start = data.index(b'"cells"')  # inside the stored notebook: its checksum no longer holds
-    source.write_bytes(data[:start] + b"X" + data[start + 1:])
+    # its table of contents (a member's damaged data is that member's alone: skipped, named)
+    source.write_bytes(data.replace(b"PK\x01\x02", b"XX\x01\x02"))
     with pytest.raises(intake.IntakeError, match="damaged or unsupported zip .* download it again"):
         collect(tmp_path, source)
 

@@ -13,12 +13,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import nbformat
 import psutil
 import pytest
 from nbgrader.api import Gradebook
 
 from grader import cli
 from grader.trusted import batch, scratch
+from support.bad_downloads import BAD_MEMBERS, bad_members_zip
 from support.class_factory import CHAPTER, correct, release, write
 from support.grading import read_grades
 
@@ -101,6 +103,24 @@ def test_shards_merged_give_one_grades_csv_and_gradebook(tmp_path, short_root):
     with Gradebook(f"sqlite:///{db}") as gb:
         assert gb.find_submission(CHAPTER, "cat").score == 2.0
     assert (tmp_path / "out" / "feedback" / "ben" / f"{CHAPTER}.html").exists()
+
+
+@pytest.mark.slow
+def test_a_download_with_bad_members_grades_every_other_student_and_names_them(tmp_path,
+                                                                               short_root):
+    honest = {f"{name}_{uid}_{9000 + uid}_{CHAPTER}.ipynb": nbformat.writes(correct())
+              for name, uid in (("kimjo", 4001), ("leebo", 2001))}
+    download = bad_members_zip(tmp_path / "canvas.zip", honest)
+    graded = subprocess.run(
+        [sys.executable, "-m", "grader", "grade", str(download), str(tmp_path / "out"),
+         "--jobs", "1", "--gradebook", str(tmp_path / "gradebook.db")],
+        cwd=ROOT, env=dict(os.environ, TMPDIR=str(short_root)), capture_output=True, text=True,
+        timeout=600)
+    assert graded.returncode == 0, graded.stderr[-3000:]
+    rows = read_grades(tmp_path / "out")
+    assert {s: r["score"] for s, r in rows.items()} == {"kimjo_4001": "2", "leebo_2001": "2"}
+    for member, reason in BAD_MEMBERS.items():
+        assert f"skipped {member}: " in graded.stderr and reason in graded.stderr, member
 
 
 def _run_folders(root: Path) -> list[Path]:
