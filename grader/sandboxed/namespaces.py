@@ -35,6 +35,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import limits
+
 UNSHARE = ["unshare", "--net", "--mount", "--ipc", "--pid", "--fork", "--kill-child",
            "--mount-proc", "--map-root-user"]
 
@@ -194,6 +196,8 @@ def main(arguments: list[str]) -> None:
         _, status = os.waitpid(child, 0)
         os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
     become_init()
+    limits.for_submission()
+    limits.drop_capabilities()
     os.execvp(argv[0], argv)
 
 

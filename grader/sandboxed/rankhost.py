@@ -39,7 +39,7 @@ import psutil
 from commlab import launch, processes
 
 from .. import wire
-from . import define, namespaces, network, replay, seal  # noqa: F401 - before the sandbox
+from . import define, limits, namespaces, network, replay, seal  # noqa: F401 - before the sandbox
 
 READY = b"ready"
 # The store-based barrier at the end of init_process_group and new_group has every rank that
@@ -69,6 +69,7 @@ def serve(connection: Any, plan: namespaces.Plan | None) -> None:
                     os.waitpid(first, 0)
                     os._exit(0)
                 namespaces.become_init()
+                limits.for_submission()
             else:  # processes the ranks leave behind become ours, so that we can stop them
                 ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
             # no process of this user may read this one's memory (the ranks could not anyway)

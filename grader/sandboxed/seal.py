@@ -27,12 +27,15 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from . import syscalls
+from commlab import worker
+
+from . import limits, syscalls
 from .namespaces import call, mount
 
 _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWUSER, _CLONE_NEWPID = (0x00020000, 0x08000000,
                                                               0x10000000, 0x20000000)
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 
 
@@ -82,8 +85,19 @@ def _private_folders(workdir: str) -> None:
     # every other folder is read-only already (grader.sandboxed.namespaces): these two were the
     # rank host's, and every rank's, to write
     for folder in ("/dev/shm", workdir):
-        mount("tmpfs", folder, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=1g")
+        mount("tmpfs", folder, "tmpfs", _MS_NOSUID | _MS_NODEV,
+              f"mode=1777,size={limits.DISK_BYTES}")
     os.chdir(workdir)
+
+
+def _limited() -> None:
+    """The rank's limits (:mod:`.limits`), set in its own PID namespace's /proc, which then
+    turns read-only: pid_max stays as set, since the filter refuses mount."""
+    limits.for_rank()
+    mount("/proc/sys", "/proc/sys", None, _MS_BIND | _MS_REC)
+    mount(None, "/proc/sys", None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+          | _MS_NOEXEC)
+    worker.EXPLAIN_FAILURE = limits.explain
 
 
 def seal_rank(rank: int, board: Any, keep: list[int]) -> None:
@@ -99,6 +113,7 @@ def seal_rank(rank: int, board: Any, keep: list[int]) -> None:
     # the rank host (which made itself unreadable before forking) lists this rank's sockets
     call("prctl", _PR_SET_DUMPABLE, 1, 0, 0, 0)
     _private_folders(workdir)
+    _limited()
     syscalls.install()
 
 

@@ -67,6 +67,9 @@ class LaunchSpec:
 # Set by a grader in the process that forks the ranks, before it forks them: called first thing
 # in each rank with (rank, its board entry, the file descriptors it keeps), to seal it.
 BEFORE_RANK: Callable[[int, status.RankBoard, list[int]], None] | None = None
+# Set by a grader's seal in a rank whose resources it limited: the sentence that names the limit
+# an exception says the rank reached ("" for any other), added to the failure's message.
+EXPLAIN_FAILURE: Callable[[BaseException], str] | None = None
 # This rank's private input, when the launch gave each rank one.
 PRIVATE: bytes | None = None
 
@@ -315,6 +318,8 @@ def describe_failure(exc: BaseException, calls: list[tracing.Call]) -> RankFailu
     last = calls[-1] if calls else None
     in_call = last.label if last is not None and last.error else None
     why = answers.explain_name_error(exc)  # a name the grading rule left undefined
+    if not why and EXPLAIN_FAILURE is not None:
+        why = EXPLAIN_FAILURE(exc)
     return RankFailure(
         type=type(exc).__name__, message=f"{exc}. {why}" if why else str(exc),
         frames=[(f.filename, f.lineno, f.name, f.line) for f in (own or frames)],

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import html
 import json
+import re
 
 import nbformat
 import psutil
 import pytest
 
 from grader.course import NOTEBOOKS, SOLUTIONS
+from grader.sandboxed import limits
 from grader.sandboxed import namespaces as sandbox
 from grader.trusted import feedback, tamper
 from support import grading
@@ -151,6 +153,22 @@ def test_processes_left_behind_are_gone_and_changed_no_score(graded_class):
     assert left == []
     results = json.loads((out / "results.json").read_text())
     assert all(o["score"] <= o["max_score"] for o in results["outcomes"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("student, started, limit", [
+    ("storms_threads", "threads started", "run at most 512 threads and processes"),
+    ("storms_processes", "processes started", "run at most 512 threads and processes"),
+    ("hogs_memory", None, "use at most 2 GB of memory")])
+def test_a_rank_that_takes_the_machine_stops_at_its_limit_and_is_told_which(
+        graded_class, student, started, limit):
+    _, _, rows, out, _, _ = graded_class
+    output = _output(out, student, tests_only=True)
+    assert f"The grader lets {'a' if 'run' in limit else 'each'} rank {limit}" in output, output
+    if started:
+        counts = [int(n) for n in re.findall(rf"{started}: (\d+)", output)]
+        assert len(counts) == 4 and max(counts) < limits.RANK_TASKS, output
+    assert float(rows["correct"]["score"]) == 2.0, "graded beside it, at full marks"
 
 
 @pytest.mark.slow

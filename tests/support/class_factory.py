@@ -254,8 +254,41 @@ def whoami():
 '''
 
 
+# The harms: answers that take what they can of the machine. Each rank says how far it got; the
+# grader's limits (grader.sandboxed.limits) stop it there, and the test's message names the limit.
+_RIGHT = ("    return {'rank': dist.get_rank(), 'world_size': dist.get_world_size(),\n"
+          "            'backend': dist.get_backend()}\n")
+STORMS_THREADS = (
+    "def whoami():\n"
+    "    import threading\n"
+    "    threading.stack_size(64 * 1024)  # small stacks: as many threads as it may\n"
+    "    stop, started = threading.Event(), 0\n"
+    "    try:\n"
+    "        for _ in range(3000):\n"
+    "            threading.Thread(target=stop.wait, daemon=True).start()\n"
+    "            started += 1\n"
+    "    finally:\n"
+    "        print('threads started:', started)\n"
+    "        stop.set()\n" + _RIGHT)
+STORMS_PROCESSES = (
+    "def whoami():\n"
+    "    import subprocess\n"
+    "    children = []\n"
+    "    try:\n"
+    "        for _ in range(3000):\n"
+    "            children.append(subprocess.Popen(['sleep', '60']))\n"
+    "    finally:\n"
+    "        print('processes started:', len(children))\n"
+    "        for child in children:\n"
+    "            child.kill()\n"
+    "            child.wait()\n" + _RIGHT)
+HOGS_MEMORY = (
+    "def whoami():\n"
+    "    hog = torch.ones(3 * 2**30, dtype=torch.uint8)  # 3 GB a rank\n" + _RIGHT)
+
+
 def hostile() -> dict[str, tuple[object, str | None, float]]:
-    """student -> (notebook, status or None, score): no answer, and something hostile."""
+    """student -> (notebook, status or None, score): something hostile, in or beside an answer."""
     return {
         "rebinds_the_checks": (after(release(), "00-whoami", REBINDS_THE_CHECKS), "graded", 0.0),
         "silences_errors": (after(release(), "00-whoami", SILENCES_ERRORS), "graded", 0.0),
@@ -265,6 +298,10 @@ def hostile() -> dict[str, tuple[object, str | None, float]]:
                                0.0),
         "snoops_from_its_answer": (with_answer("00-whoami", SNOOPS_FROM_ITS_ANSWER, release()),
                                    "graded", 0.0),
+        # the whoami test fails at its limit; the join_group test passes
+        "storms_threads": (with_answer("00-whoami", STORMS_THREADS), "graded", 1.0),
+        "storms_processes": (with_answer("00-whoami", STORMS_PROCESSES), "graded", 1.0),
+        "hogs_memory": (with_answer("00-whoami", HOGS_MEMORY), "graded", 1.0),
     }
 
 
