@@ -226,12 +226,16 @@ def test_a_work_folder_the_user_cannot_write_gets_the_build_args_and_podmans_kee
     folder of another uid."""
     with tempfile.TemporaryDirectory() as folder:  # in /tmp: uid 65534 may look into it
         Path(folder).chmod(0o755)
+        # the script and the notebooks copied beside it: the clone itself may be in a folder
+        # only its owner may enter
+        shutil.copy(ROOT / "helpers" / "scripts" / "workspace.py", folder)
+        shutil.copytree(ROOT / "notebooks", Path(folder) / "notebooks")
         work = Path(folder) / "commlab-work"
         work.mkdir()
         done = subprocess.run(
             ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
-             str(ROOT / "helpers" / "scripts" / "workspace.py"), str(ROOT / "notebooks"),
-             str(work)], capture_output=True, text=True)
+             str(Path(folder) / "workspace.py"), str(Path(folder) / "notebooks"), str(work)],
+            capture_output=True, text=True)
         left = list(work.iterdir())
     assert done.returncode == 1, done.stdout + done.stderr
     said = done.stdout
