@@ -58,16 +58,18 @@ def usable_memory() -> int:
 
 
 def default_jobs(measured: Path = JOBS_FILE) -> int:
-    """Jobs for the CPUs this process may use: as many per CPU as the bench found fastest here
-    (else one per two CPUs: each submission's ranks keep about two busy), no more than the
-    memory holds, at least one."""
-    per_cpu = 0.5
+    """Jobs for the CPUs this process may use: as many per CPU as the bench found fastest here,
+    else one per CPU and one more (what it finds on 2 cores: a submission leaves its CPUs
+    idle while its kernel starts, its ranks meet and its feedback page is written, so one job
+    per CPU leaves them idle too); no more than the memory holds, at least one."""
+    cpus = usable_cpus()
+    jobs = cpus + 1
     try:
-        jobs, cpus = (int(x) for x in measured.read_text().split()[:2])
-        per_cpu = jobs / cpus
-    except (OSError, ValueError):
+        fastest, cpus_then = (int(x) for x in measured.read_text().split()[:2])
+        jobs = round(cpus * fastest / cpus_then)
+    except (OSError, ValueError, ZeroDivisionError):
         pass
-    return max(1, min(round(usable_cpus() * per_cpu), usable_memory() // MEMORY_PER_JOB))
+    return max(1, min(jobs, usable_memory() // MEMORY_PER_JOB))
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -87,7 +89,7 @@ def _grade_parser(verbs) -> None:
     grade.add_argument("--jobs", type=int, default=None,
                        help="submissions graded at once (default: for the CPUs this process "
                             "may use, as many per CPU as `make bench-grade` found fastest, else "
-                            "one per two CPUs, within the memory)")
+                            "one per CPU and one more, within the memory)")
     grade.add_argument("--limit", type=float, default=300,
                        help="seconds one submission may take in all (default 300)")
     grade.add_argument("--cell-timeout", type=int, default=course.CELL_TIMEOUT,

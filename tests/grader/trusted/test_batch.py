@@ -54,9 +54,13 @@ def test_default_jobs_scales_what_the_bench_found_fastest_to_the_usable_cpus(tmp
     assert cli.default_jobs(tmp_path / "grader-jobs") == round(1.5 * cli.usable_cpus())
 
 
-def test_default_jobs_without_a_bench_is_one_per_two_cpus(tmp_path, monkeypatch):
+def test_default_jobs_without_a_bench_is_one_per_cpu_and_one_more(tmp_path, monkeypatch):
+    # a fresh clone grades at what the bench finds fastest on 2 cores (3 jobs), not at one
     monkeypatch.setattr(cli, "usable_memory", lambda: 2**40)
-    assert cli.default_jobs(tmp_path / "absent") == max(1, round(cli.usable_cpus() / 2))
+    monkeypatch.setattr(cli, "usable_cpus", lambda: 2)
+    assert cli.default_jobs(tmp_path / "absent") == 3
+    (tmp_path / "damaged").write_text("3 0\n")
+    assert cli.default_jobs(tmp_path / "damaged") == 3
 
 
 def test_default_jobs_follow_the_slurm_allocation_and_the_memory(tmp_path, monkeypatch):
