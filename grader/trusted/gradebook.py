@@ -8,9 +8,7 @@ import csv
 import dataclasses
 import hashlib
 import json
-import os
 import shutil
-import time
 import warnings
 from pathlib import Path
 
@@ -68,77 +66,13 @@ def _alembic_head() -> str | None:
         return None
 
 
-# Templates made before, one folder per content of the chapters (see _template_key): making one
-# runs nbgrader's generate_assignment for every chapter, 7 s of every batch on 2 cores (20 s
-# while the batch's kernels start), for the same result until a chapter changes.
-TEMPLATES = course.ROOT / ".venv" / "grader-templates"
-TEMPLATES_KEPT = 4
-
-
 def make_template(chapters: list[str], folder: Path) -> Path:
-    """A gradebook that knows ``chapters`` (their test cells, the source of every locked cell)
-    and their release, in ``folder``, made by nbgrader's generate_assignment (in this process)
-    or copied from the same made before; return its path."""
-    cached = TEMPLATES / _template_key(chapters)
-    if not (cached / "gradebook.db").exists():
-        _keep_template(chapters, cached)
-    try:
-        shutil.copytree(cached, folder, dirs_exist_ok=True)
-        os.utime(cached)  # the templates kept are the ones used last
-    except OSError:  # none kept (a read-only environment), or removed meanwhile: made here
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        course.generate(chapters, db=folder / "gradebook.db", release=folder / "release")
-    return folder / "gradebook.db"
-
-
-def _modified(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:  # removed by another batch meanwhile
-        return 0.0
-
-
-def _template_key(chapters: list[str]) -> str:
-    """What a template is made from: every file of the chapters' source folders, the course's
-    nbgrader configuration and the code that reads it, and nbgrader's version."""
-    import nbgrader
-
-    digest = hashlib.sha256(nbgrader.__version__.encode())
-    for path in (course.GRADER / "nbgrader_config.py", Path(course.__file__)):
-        digest.update(path.read_bytes())
-    for chapter in sorted(chapters):
-        folder = course.SOLUTIONS / chapter
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()
-                           and not {"__pycache__", ".ipynb_checkpoints"} & set(p.parts)):
-            digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
-            digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()[:24]
-
-
-def _keep_template(chapters: list[str], cached: Path) -> None:
-    """Make the template in a folder of its own and rename it into place (another batch may be
-    making the same one: the first rename wins); keep the newest few. Where the environment
-    cannot be written, keep none."""
-    import tempfile
-
-    try:
-        TEMPLATES.mkdir(parents=True, exist_ok=True)
-        making = Path(tempfile.mkdtemp(prefix=".making-", dir=TEMPLATES))
-    except OSError:
-        return
-    try:
-        course.generate(chapters, db=making / "gradebook.db", release=making / "release")
-        making.rename(cached)
-    except OSError:
-        pass  # made by another batch meanwhile
-    finally:
-        shutil.rmtree(making, ignore_errors=True)
-    made = sorted(TEMPLATES.iterdir(), key=_modified, reverse=True)
-    # a batch killed while it made one
-    unfinished = [p for p in made if p.name.startswith(".") and _modified(p) < time.time() - 3600]
-    for old in [p for p in made if not p.name.startswith(".")][TEMPLATES_KEPT:] + unfinished:
-        shutil.rmtree(old, ignore_errors=True)
+    """A gradebook that knows ``chapters`` (their test cells, the source of every locked cell),
+    made by nbgrader's generate_assignment in this process; return its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / "gradebook.db"
+    course.generate(chapters, db=db, release=folder / "release")
+    return db
 
 
 class GradebookNotUpdated(RuntimeError):

@@ -6,7 +6,6 @@ cell changed; grades.csv and the feedback pages show the final score."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -113,51 +112,3 @@ def test_a_manual_score_goes_when_the_test_of_its_cell_changed(course, regraded)
     assert (rows["ben"]["score"], rows["ben"]["notes"]) == ("0", "")
     with _api(course).gradebook as gb:
         assert gb.find_grade(TEST, CHAPTER, CHAPTER, "ben").manual_score is None
-
-
-# --- the course template, made once per content of the chapters ---------------------------------
-
-@pytest.fixture
-def templates(tmp_path, monkeypatch):
-    """gradebook.TEMPLATES in a folder of this test, a copy of chapter 00's source as the
-    course's, and a count of the times nbgrader made a template."""
-    from grader import course as course_module
-    from grader.trusted import gradebook
-
-    made = []
-    real_generate = course_module.generate
-    monkeypatch.setattr(gradebook, "TEMPLATES", tmp_path / "templates")
-    shutil.copytree(course_module.SOLUTIONS / CHAPTER, tmp_path / "solutions" / CHAPTER)
-    monkeypatch.setattr(course_module, "SOLUTIONS", tmp_path / "solutions")
-    monkeypatch.setattr(course_module, "generate",
-                        lambda *a, **k: (made.append(a), real_generate(*a, **k))[1])
-    return gradebook, made, tmp_path
-
-
-def test_a_batch_copies_the_template_made_by_the_one_before(templates):
-    gradebook, made, folder = templates
-    first = gradebook.make_template([CHAPTER], folder / "run1" / "course")
-    second = gradebook.make_template([CHAPTER], folder / "run2" / "course")
-    assert len(made) == 1
-    assert second.read_bytes() == first.read_bytes()
-    assert (folder / "run2" / "course" / "release" / CHAPTER / f"{CHAPTER}.ipynb").exists()
-
-
-def test_a_changed_chapter_makes_a_template_of_its_own(templates):
-    gradebook, made, folder = templates
-    gradebook.make_template([CHAPTER], folder / "run1" / "course")
-    checks = folder / "solutions" / CHAPTER / "checks.py"
-    checks.write_text(checks.read_text() + "\n# changed\n")
-    gradebook.make_template([CHAPTER], folder / "run2" / "course")
-    assert len(made) == 2
-    assert len(list(gradebook.TEMPLATES.iterdir())) == 2
-
-
-def test_where_no_template_can_be_kept_each_batch_makes_its_own(templates, monkeypatch):
-    gradebook, made, folder = templates
-    (folder / "not-a-folder").write_text("")
-    monkeypatch.setattr(gradebook, "TEMPLATES", folder / "not-a-folder" / "templates")
-    for run in ("run1", "run2"):
-        db = gradebook.make_template([CHAPTER], folder / run / "course")
-        assert db.exists()
-    assert len(made) == 2
