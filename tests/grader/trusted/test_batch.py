@@ -18,7 +18,7 @@ import psutil
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import cli
+from grader import cli, intake
 from grader.trusted import batch, scratch
 from support.bad_downloads import BAD_MEMBERS, bad_members_zip
 from support.class_factory import CHAPTER, correct, release, write
@@ -384,3 +384,11 @@ def test_the_no_namespace_advice_fits_where_the_grader_runs(monkeypatch):
     monkeypatch.setenv(sandbox.IN_IMAGE, "1")
     inside = sandbox.not_available_message()
     assert "This is the instructor image" in inside and "docker build" not in inside
+
+
+def test_the_later_chapters_are_graded_first_each_chapters_students_in_order(tmp_path):
+    subs = [intake.Submission(student, chapter, tmp_path, "")
+            for student in ("ann", "ben") for chapter in ("00_a", "17_z", "09_m")]
+    assert [(s.chapter, s.student) for s in batch.longest_first(subs)] == [
+        ("17_z", "ann"), ("17_z", "ben"), ("09_m", "ann"), ("09_m", "ben"), ("00_a", "ann"),
+        ("00_a", "ben")]
