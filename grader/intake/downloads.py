@@ -406,8 +406,8 @@ def _listing(root: Path, skipped: list[Skipped],
             why = "a link to outside the submissions folder"
         elif not path.is_file():
             why = "not a file (a pipe, a device, a socket or a link to nothing)"
-        elif path.stat().st_size > MAX_FILE_BYTES:
-            why = _too_large(path.stat().st_size)
+        elif (size := path.stat().st_size) > MAX_FILE_BYTES:
+            why = _too_large(size)
         else:
             files.append((rel, path))
             continue

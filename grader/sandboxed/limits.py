@@ -45,7 +45,7 @@ _PR_CAPBSET_DROP = 24
 
 def _cap(kind: int, value: int) -> None:
     """Lower both the soft and the hard limit (never raise one the process was given lower)."""
-    soft, hard = resource.getrlimit(kind)
+    _, hard = resource.getrlimit(kind)
     value = value if hard == resource.RLIM_INFINITY else min(value, hard)
     resource.setrlimit(kind, (value, value))
 

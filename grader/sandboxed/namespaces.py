@@ -274,7 +274,7 @@ def enter(plan: Plan) -> None:
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(target)
     for hidden in plan.hidden:  # the empty folders too (what is bound into them keeps its own)
-        _remount_read_only(hidden)
+        remount_read_only(hidden)
     _loopback_up()
     os.chdir(plan.workdir)
 
@@ -287,7 +287,7 @@ def _remount(path: Path | str, read_only: bool) -> None:
     mount(None, path, None, _MS_BIND | _MS_REMOUNT | (_MS_RDONLY if read_only else 0) | kept)
 
 
-def _remount_read_only(path: Path | str) -> None:
+def remount_read_only(path: Path | str) -> None:
     _remount(path, True)
 
 
@@ -312,7 +312,7 @@ def _read_only_everywhere(plan: Plan) -> None:
         if any(path.is_relative_to(h) for h in plan.hidden) or not path.is_dir():
             continue
         try:
-            _remount_read_only(point)
+            remount_read_only(point)
         except OSError:
             pass  # a mount this namespace may not change: one the kernel already locked
 
@@ -329,7 +329,7 @@ def _own_dev(devices: dict[str, int]) -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"/dev/{name}")
-    _remount_read_only("/dev")
+    remount_read_only("/dev")
 
 
 def become_init() -> None:

@@ -30,12 +30,12 @@ from typing import Any
 from commlab import worker
 
 from . import limits, syscalls
-from .namespaces import call, mount
+from .namespaces import call, mount, remount_read_only
 
 _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWUSER, _CLONE_NEWPID = (0x00020000, 0x08000000,
                                                               0x10000000, 0x20000000)
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
-_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x2, 0x4, 0x8
+_MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 0x40000
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 
 
@@ -95,8 +95,7 @@ def _limited() -> None:
     turns read-only: pid_max stays as set, since the filter refuses mount."""
     limits.for_rank()
     mount("/proc/sys", "/proc/sys", None, _MS_BIND | _MS_REC)
-    mount(None, "/proc/sys", None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
-          | _MS_NOEXEC)
+    remount_read_only("/proc/sys")
     worker.EXPLAIN_FAILURE = limits.explain
 
 
