@@ -2,17 +2,20 @@
 
 The rank host owns the launch (commlab's ``launch.Grading.observer``). Each time every rank
 reaches a barrier (commlab's control pipe: before the function runs, before each test case,
-after the last one) and once every rank has reported, it takes a snapshot of the sandbox's
-network namespace, where only the ranks and this process's rendezvous store live:
+after the last one) and once every rank has reported, it takes a snapshot of each rank's own
+network namespace (:mod:`.links`: a rank sees nothing of another's) and of its own, where the
+rendezvous store listens:
 
-- every TCP connection, with the bytes each end received (``tcpi_bytes_received``, read through
-  the kernel's ``sock_diag`` netlink interface, as ``ss -ti`` does);
-- which process holds each socket (``/proc/<pid>/fd``), so which rank, or the store's server;
-- the namespace's own TCP and UDP counters (``/proc/net/snmp``), which count connections that
-  were opened and closed between two snapshots, and datagrams.
+- every TCP socket of each rank's namespace, so every socket of the rank, whatever process
+  holds it or whoever opened it, with the bytes it received (``tcpi_bytes_received``, read
+  through the kernel's ``sock_diag`` netlink interface, as ``ss -ti`` does), and those it
+  listens on;
+- the store server's sockets, with the bytes each received from a rank;
+- the namespaces' own counters (``/proc/net/snmp``), which count connections that were opened
+  or tried and closed between two snapshots, and datagrams.
 
 A window is what changed between two snapshots. Nothing of it comes from a rank: a rank cannot
-reach this process, the kernel's counters or another rank's sockets (see
+reach this process, the kernel's counters or another rank's namespace (see
 :mod:`grader.sandboxed.seal`). The scoring kernel compares each test case's window with what
 the case's trace says moved (:mod:`grader.trusted.evidence`).
 """
@@ -20,6 +23,7 @@ the case's trace says moved (:mod:`grader.trusted.evidence`).
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import struct
 from dataclasses import dataclass
@@ -32,7 +36,7 @@ from commlab import control
 _NETLINK_SOCK_DIAG, _SOCK_DIAG_BY_FAMILY = 4, 20
 _NLM_F_REQUEST, _NLM_F_DUMP, _NLMSG_ERROR, _NLMSG_DONE = 1, 0x300, 2, 3
 _INET_DIAG_INFO = 2
-_TCP_ESTABLISHED = 1
+_TCP_ESTABLISHED, _TCP_LISTEN = 1, 10
 _BYTES_RECEIVED = 128  # offset of tcpi_bytes_received in struct tcp_info
 
 
@@ -47,34 +51,39 @@ class Socket:
     received: int
 
 
-def tcp_sockets() -> dict[int, Socket]:
-    """Every TCP socket of this network namespace, by inode."""
+def tcp_sockets(link: socket.socket | None = None) -> dict[int, Socket]:
+    """Every TCP socket of a network namespace, by inode: the namespace ``link`` (a
+    ``sock_diag`` netlink socket) was made in, else this thread's."""
     found: dict[int, Socket] = {}
     for family in (socket.AF_INET, socket.AF_INET6):
-        for entry in _dump(family):
+        if link is None:
+            with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _NETLINK_SOCK_DIAG) as own:
+                entries = _dump(family, own)
+        else:
+            entries = _dump(family, link)
+        for entry in entries:
             found[entry.inode] = entry
     return found
 
 
-def _dump(family: int) -> list[Socket]:
+def _dump(family: int, link: socket.socket) -> list[Socket]:
     request = struct.pack("BBBxI", family, socket.IPPROTO_TCP, 1 << (_INET_DIAG_INFO - 1),
                           0xFFFFFFFF) + bytes(48)
     header = struct.pack("IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY,
                          _NLM_F_REQUEST | _NLM_F_DUMP, 1, 0)
     found = []
-    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _NETLINK_SOCK_DIAG) as link:
-        link.send(header + request)
-        while True:
-            data = link.recv(1 << 17)
-            offset = 0
-            while offset < len(data):
-                length, kind = struct.unpack_from("IH", data, offset)
-                if kind == _NLMSG_DONE:
-                    return found
-                if kind == _NLMSG_ERROR:
-                    raise OSError("the kernel refused to list the sandbox's sockets")
-                found.append(_entry(data[offset + 16:offset + length]))
-                offset += (length + 3) & ~3
+    link.send(header + request)
+    while True:
+        data = link.recv(1 << 17)
+        offset = 0
+        while offset < len(data):
+            length, kind = struct.unpack_from("IH", data, offset)
+            if kind == _NLMSG_DONE:
+                return found
+            if kind == _NLMSG_ERROR:
+                raise OSError("the kernel refused to list the sandbox's sockets")
+            found.append(_entry(data[offset + 16:offset + length]))
+            offset += (length + 3) & ~3
 
 
 def _entry(body: bytes) -> Socket:
@@ -102,17 +111,22 @@ def _v4(address: bytes) -> bytes:
     return address
 
 
-def counters() -> dict[str, int]:
-    """This namespace's TCP and UDP counters that a connection or a datagram moves."""
-    lines = open("/proc/net/snmp").read().splitlines()
+# The counters of a namespace that a connection, an attempt at one or a datagram moves.
+COUNTED = ("Tcp:ActiveOpens", "Tcp:PassiveOpens", "Udp:OutDatagrams", "UdpLite:OutDatagrams",
+           "Icmp:OutMsgs")
+
+
+def counters(snmp: str | None = None) -> dict[str, int]:
+    """A namespace's :data:`COUNTED` counters, from its ``/proc/net/snmp`` (this process's when
+    ``snmp`` is None)."""
+    lines = (snmp if snmp is not None else open("/proc/net/snmp").read()).splitlines()
     found = {}
     for names, values in zip(lines[::2], lines[1::2]):
         kind, *keys = names.split()
         _, *numbers = values.split()
         for key, number in zip(keys, numbers):
             found[f"{kind}{key}"] = int(number)
-    return {key: found.get(key, 0) for key in ("Tcp:ActiveOpens", "Tcp:AttemptFails",
-                                                "Udp:OutDatagrams", "Udp:InDatagrams")}
+    return {key: found.get(key, 0) for key in COUNTED}
 
 
 def _socket_inodes(pid: int) -> set[int]:
@@ -133,59 +147,78 @@ def _socket_inodes(pid: int) -> set[int]:
 
 @dataclass
 class Snapshot:
+    """The network at one barrier: each rank's sockets (by inode), the store server's, and the
+    counters of the ranks' namespaces together (None: they share the machine's)."""
+
     tag: str
-    sockets: dict[int, Socket]
-    owner: dict[int, Any]  # inode -> rank, or "store" for this process's sockets
-    counters: dict[str, int]
-    hidden_owners: list[int]  # ranks whose sockets could not be listed
+    ranks: dict[int, dict[int, Socket]]
+    store: dict[int, Socket]
+    counters: dict[str, int] | None
 
 
 class Observer:
     """Counts a launch's traffic between its barriers (see the module docstring).
 
-    ``own_namespace``: the sandbox gave this launch a network of its own. Without it (grading
-    with ``--no-sandbox``) other processes share the network, so only this launch's own
-    connections are counted, and the namespace's counters of connections and datagrams, which
-    every process moves, are not used.
+    ``networks``: the launch's rank networks (:class:`grader.sandboxed.links.Networks`), where
+    each rank's sockets and counters are its namespace's. None (grading with ``--no-sandbox``):
+    the ranks share the machine's network with every other process, so a rank's sockets are those
+    its processes hold, and the namespace's counters, which every process moves, are not used.
     """
 
-    def __init__(self, own_namespace: bool = True) -> None:
-        self.own_namespace = own_namespace
+    def __init__(self, networks: Any = None) -> None:
+        self.networks = networks
         self.snapshots: list[Snapshot] = []
         self.ranks: list[Any] = []
+        self.store_port = 0
 
     def started(self, ranks: list[Any], store_port: int) -> None:
         self.ranks = ranks
+        self.store_port = store_port
 
     def barrier(self, tag: str) -> None:
         if tag.startswith(control.WINDOW):  # other barriers are inside a window
             self.snapshots.append(self._snapshot(tag))
 
     def reported(self) -> None:
+        """Every rank reported: stop them where they are, then take the last count. No code of
+        the submission runs after it (the launch kills the ranks next), so nothing it sends
+        after its report goes uncounted into what it printed."""
+        _freeze([rank.process.pid for rank in self.ranks])
         self.snapshots.append(self._snapshot("reported"))
 
     def _snapshot(self, tag: str, tries: int = 3) -> Snapshot:
-        before = counters()
-        owner: dict[int, Any] = dict.fromkeys(_socket_inodes(os.getpid()), "store")
-        hidden = []
-        for rank in self.ranks:
-            pids = _family(rank.process.pid)
-            inodes = set().union(*(_socket_inodes(pid) for pid in pids)) if pids else set()
-            if len(pids) > 1 and not _readable(pids[-1]):
-                hidden.append(rank.rank)
-            for inode in inodes:  # the store's sockets stay the store's, whoever inherited them
-                owner.setdefault(inode, rank.rank)
-        sockets = tcp_sockets()
-        after = counters()
+        if self.networks is None:
+            return self._shared_snapshot(tag)
+        before = self._counters()
+        ranks = {rank: tcp_sockets(link) for rank, link in enumerate(self.networks.diag)}
+        after = self._counters()
         # a connection made while the sockets were listed would fall between two windows
         if after != before and tries > 1:
             return self._snapshot(tag, tries - 1)
-        return Snapshot(tag, sockets, owner, after, hidden)
+        store = {i: s for i, s in tcp_sockets().items() if s.local[1] == self.store_port}
+        return Snapshot(tag, ranks, store, after)
+
+    def _counters(self) -> dict[str, int]:
+        total = dict.fromkeys(COUNTED, 0)
+        for rank in range(len(self.networks.namespaces)):
+            for key, value in counters(self.networks.counters(rank)).items():
+                total[key] += value
+        return total
+
+    def _shared_snapshot(self, tag: str) -> Snapshot:
+        every = tcp_sockets()
+        held = _socket_inodes(os.getpid())
+        store = {i: every[i] for i in held if i in every and every[i].local[1] == self.store_port}
+        ranks: dict[int, dict[int, Socket]] = {}
+        for rank in self.ranks:
+            inodes = set().union(*(_socket_inodes(pid) for pid in _family(rank.process.pid)))
+            # the store's sockets stay the store's, whoever inherited them
+            ranks[rank.rank] = {i: every[i] for i in inodes - held if i in every}
+        return Snapshot(tag, ranks, store, None)
 
     def windows(self) -> list[dict]:
         """What changed between consecutive snapshots, as plain data (see :func:`window`)."""
-        return [window(a, b, self.own_namespace)
-                for a, b in zip(self.snapshots, self.snapshots[1:])]
+        return [window(a, b) for a, b in zip(self.snapshots, self.snapshots[1:])]
 
 
 def _family(pid: int) -> list[int]:
@@ -197,68 +230,94 @@ def _family(pid: int) -> list[int]:
         return []
 
 
-def _readable(pid: int) -> bool:
-    try:
-        os.listdir(f"/proc/{pid}/fd")
-        return True
-    except OSError:
-        return False
+def _freeze(pids: list[int], rounds: int = 5) -> None:
+    """SIGSTOP every process of the ranks, again until no new one shows (one forking while the
+    others stop)."""
+    stopped: set[int] = set()
+    for _ in range(rounds):
+        found = {pid for first in pids for pid in _family(first)} - stopped
+        if not found:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+        stopped |= found
 
 
-def window(a: Snapshot, b: Snapshot, own_namespace: bool = True) -> dict:
+def _where(snap: Snapshot) -> dict[tuple[bytes, int], Any]:
+    """Each end a rank or the store holds, and whose it is."""
+    found: dict[tuple[bytes, int], Any] = {}
+    for rank, sockets in snap.ranks.items():
+        for sock in sockets.values():
+            found[sock.local] = rank
+    for sock in snap.store.values():
+        found[sock.local] = "store"
+    return found
+
+
+def window(a: Snapshot, b: Snapshot) -> dict:
     """The traffic between snapshots ``a`` and ``b``:
 
     tags: (the barrier that opened it, the one that closed it);
     wire: {(sender, receiver): bytes} between ranks, as the receiving socket counted them;
     store: {rank: bytes} to and from the rendezvous store;
     other: bytes a rank received on connections from neither another rank nor the store;
-    opened: connections opened in the window (the kernel's count) that were not still there
-        at its end (opened and closed again: uncounted traffic); None without a network of
-        the launch's own;
+    connections: {(rank, rank): connections between the two opened in the window and still
+        there at its end}, the lower rank first;
+    listening: {rank: sockets it started listening on in the window};
+    opened: connections opened or tried in the window (the kernel's count) that were not there
+        at its end (opened and closed again, or refused: uncounted traffic); None without
+        networks of the launch's own;
     closed: [(rank, peer)] connections that were there at its start and are gone at its end;
-    datagrams: UDP datagrams sent (None without a network of the launch's own);
-    unlisted: ranks whose sockets could not be listed (a rank that hid them).
+    datagrams: datagrams sent (UDP and ICMP; None without networks of the launch's own).
     """
-    by_end = {(s.local, s.remote): s for s in b.sockets.values()}
+    where = {**_where(a), **_where(b)}
     wire: dict[tuple[int, int], int] = {}
     store: dict[int, int] = {}
-    other = 0
-    for inode, sock in b.sockets.items():
-        if sock.state != _TCP_ESTABLISHED:
-            continue
-        moved = sock.received - (a.sockets[inode].received if inode in a.sockets else 0)
-        peer = by_end.get((sock.remote, sock.local))
-        me = b.owner.get(inode)
-        them = b.owner.get(peer.inode) if peer is not None else None
-        if moved <= 0:
-            continue
-        if isinstance(me, int) and isinstance(them, int):
-            wire[them, me] = wire.get((them, me), 0) + moved
-        elif "store" in (me, them) and (isinstance(me, int) or isinstance(them, int)):
-            rank = me if isinstance(me, int) else them
+    connections: dict[tuple[int, int], int] = {}
+    listening: dict[int, int] = {}
+    other, new = 0, 0
+    for rank, sockets in b.ranks.items():
+        before = a.ranks.get(rank, {})
+        for inode, sock in sockets.items():
+            if sock.state == _TCP_LISTEN and inode not in before:
+                listening[rank] = listening.get(rank, 0) + 1
+            if sock.state != _TCP_ESTABLISHED:
+                continue
+            peer = where.get(sock.remote)
+            if inode not in before:
+                new += 1
+                if isinstance(peer, int) and rank < peer:
+                    connections[rank, peer] = connections.get((rank, peer), 0) + 1
+            moved = sock.received - (before[inode].received if inode in before else 0)
+            if moved <= 0:
+                continue
+            if isinstance(peer, int):
+                wire[peer, rank] = wire.get((peer, rank), 0) + moved
+            elif peer == "store":
+                store[rank] = store.get(rank, 0) + moved
+            else:
+                other += moved
+    for inode, sock in b.store.items():
+        rank = where.get(sock.remote)
+        moved = sock.received - (a.store[inode].received if inode in a.store else 0)
+        if sock.state == _TCP_ESTABLISHED and isinstance(rank, int) and moved > 0:
             store[rank] = store.get(rank, 0) + moved
-        elif isinstance(me, int) or own_namespace:
-            other += moved
-    new = [s for i, s in b.sockets.items() if i not in a.sockets and s.state == _TCP_ESTABLISHED
-           and (s.remote, s.local) in by_end]
-    attempts = [b.counters[k] - a.counters[k] for k in ("Tcp:ActiveOpens", "Tcp:AttemptFails")]
-    opened = attempts[0] - attempts[1] - len(new) // 2
-    closed = sorted({(a.owner.get(i), a.owner.get(_peer_inode(a, s)))
-                     for i, s in a.sockets.items() if s.state == _TCP_ESTABLISHED
-                     and (i not in b.sockets or b.sockets[i].state != _TCP_ESTABLISHED)},
+    closed = sorted({(rank, where.get(sock.remote)) for rank, sockets in a.ranks.items()
+                     for inode, sock in sockets.items() if sock.state == _TCP_ESTABLISHED
+                     and b.ranks.get(rank, {}).get(inode, _GONE).state != _TCP_ESTABLISHED},
                     key=str)
-    closed = [c for c in closed if own_namespace or isinstance(c[0], int)
-              or isinstance(c[1], int)]
-    datagrams = b.counters["Udp:OutDatagrams"] - a.counters["Udp:OutDatagrams"]
+    counted = a.counters is not None and b.counters is not None
+    opens = (b.counters["Tcp:ActiveOpens"] + b.counters["Tcp:PassiveOpens"]
+             - a.counters["Tcp:ActiveOpens"] - a.counters["Tcp:PassiveOpens"]) if counted else 0
+    datagrams = sum(b.counters[k] - a.counters[k] for k in COUNTED[2:]) if counted else 0
     return {"tags": (a.tag, b.tag), "wire": wire, "store": store, "other": other,
-            "opened": max(opened, 0) if own_namespace else None,
+            "connections": connections, "listening": listening,
+            "opened": max(opens - new, 0) if counted else None,
             "closed": [list(c) for c in closed],
-            "datagrams": datagrams if own_namespace else None,
-            "unlisted": sorted(set(a.hidden_owners) | set(b.hidden_owners))}
+            "datagrams": datagrams if counted else None}
 
 
-def _peer_inode(snap: Snapshot, sock: Socket) -> int | None:
-    for inode, other in snap.sockets.items():
-        if other.local == sock.remote and other.remote == sock.local:
-            return inode
-    return None
+_GONE = Socket(0, 0, (b"", 0), (b"", 0), 0)

@@ -27,6 +27,7 @@ is what the kernel and the ranks' plain reports said.
 from __future__ import annotations
 
 import ctypes
+import functools
 import multiprocessing
 import os
 import pickle
@@ -39,7 +40,7 @@ import psutil
 from commlab import launch, processes
 
 from .. import wire
-from . import define, limits, namespaces, network, replay, seal  # noqa: F401 - before the sandbox
+from . import define, limits, links, namespaces, network, replay, seal  # noqa: F401 - before the sandbox
 
 READY = b"ready"
 # The store-based barrier at the end of init_process_group and new_group has every rank that
@@ -48,6 +49,9 @@ READY = b"ready"
 # until all have started: without it, the same calls send the same bytes, and the network's
 # count can be checked to within a few bytes (grader/trusted/evidence.py).
 RANK_ENVIRON = {"TORCH_DIST_INIT_BARRIER": "0"}
+# In a sandbox each rank has a network of its own (:mod:`.links`): gloo listens on its link, and
+# the store on the host's end of the bridge.
+NETWORK_ENVIRON = {"MASTER_ADDR": links.HOST_ADDRESS, "GLOO_SOCKET_IFNAME": links.RANK_INTERFACE}
 PRIVATE_PLEASE = b"private?"
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER, _PR_SET_DUMPABLE = 1, 36, 4
 
@@ -112,6 +116,7 @@ def _settle(plan: namespaces.Plan | None) -> None:
         for name in ("TMPDIR", "HOME", "MPLCONFIGDIR"):
             os.environ[name] = str(plan.workdir)
         tempfile.tempdir = None
+        links.make_bridge()
     for name in [k for k in os.environ if k.startswith("JPY_")]:
         del os.environ[name]
 
@@ -122,16 +127,21 @@ def _answer(connection: Any, sealed: bool) -> None:
             payload, world_size, options = pickle.loads(connection.recv_bytes())
         except (EOFError, OSError):
             return
-        observer = network.Observer(own_namespace=sealed)
         # the scoring kernel's own code (a replay) runs no line of the submission: its ranks
         # are tidied, not sealed (only the kernel can ask, on this pipe)
         own_code = options.pop("grader_code", False)
         treat = seal.tidy_rank if own_code else seal.seal_rank
-        grading = launch.Grading(seal=treat if sealed else None, observer=observer,
-                                 environ=RANK_ENVIRON)
         if options.pop("private", False):
             options["private"] = lambda: _private_inputs(connection)
+        networks, observer = None, network.Observer()
         try:
+            if sealed:  # a network of its own for each rank, gone with the launch
+                networks = links.Networks(world_size)
+                observer = network.Observer(networks)
+            grading = launch.Grading(
+                seal=functools.partial(treat, networks=networks) if sealed else None,
+                observer=observer, environ={**RANK_ENVIRON, **(NETWORK_ENVIRON if sealed else {})},
+                store_address=links.HOST_ADDRESS if sealed else None)
             outcome: Any = launch.run_pickled(payload, world_size, grading=grading, **options)
         except BaseException as exc:  # noqa: BLE001 - every failure goes back as data
             outcome = exc
@@ -139,6 +149,8 @@ def _answer(connection: Any, sealed: bool) -> None:
             if result is not None and result.network is None:
                 result.network = observer.windows()
         _stop_leftovers()
+        if networks is not None:
+            networks.close()
         connection.send_bytes(wire.encode(outcome))
 
 

@@ -4,9 +4,11 @@ network, where the rank host counts it (:mod:`grader.sandboxed.network`).
 
 :func:`seal_rank` (commlab's ``worker.BEFORE_RANK`` in the rank host):
 
-1. unmaps the other ranks' pages of the status board;
-2. enters a user namespace of its own (it keeps no capability over the sandbox's network, so it
-   can neither configure it nor read other ranks' packets), and new mount, IPC and process-ID
+1. joins the network namespace the rank host made for it (:mod:`.links`: its own sockets,
+   address and counters, and a link to the others that the host counts), and unmaps the other
+   ranks' pages of the status board;
+2. enters a user namespace of its own (it keeps no capability over its network, so it can
+   neither configure it nor read its packets below TCP), and new mount, IPC and process-ID
    namespaces: other ranks' processes are not there to signal or read, their shared memory and
    SysV objects do not exist for it;
 3. forks once more (a new PID namespace holds the children of the process that made it): the
@@ -99,8 +101,11 @@ def _limited() -> None:
     worker.EXPLAIN_FAILURE = limits.explain
 
 
-def seal_rank(rank: int, board: Any, keep: list[int]) -> None:
-    """See the module docstring. Runs in the rank's process, which has one thread."""
+def seal_rank(rank: int, board: Any, keep: list[int], networks: Any = None) -> None:
+    """See the module docstring. Runs in the rank's process, which has one thread; ``networks``
+    (:class:`.links.Networks`) holds the network it joins first, while it may."""
+    if networks is not None:
+        networks.join(rank)
     board.keep_only_own()
     workdir = os.getcwd()
     _own_namespaces()
@@ -116,13 +121,16 @@ def seal_rank(rank: int, board: Any, keep: list[int]) -> None:
     syscalls.install()
 
 
-def tidy_rank(rank: int, board: Any, keep: list[int]) -> None:
+def tidy_rank(rank: int, board: Any, keep: list[int], networks: Any = None) -> None:
     """For a launch of the grader's own code (a replay: :mod:`.replay`), instead of
     :func:`seal_rank`: no code of the submission runs in it, so it needs no world of its own
     (the namespaces, the second fork, the mounts and the filter cost each rank of each replay
     a few hundredths of a second). What it inherited from the rank host stays open, as it stays
     open in the host: the network's count gives the host's sockets to the store whoever holds
-    them."""
+    them. It joins its network as a sealed rank does, so that the same calls are counted the
+    same way."""
+    if networks is not None:
+        networks.join(rank)
     board.keep_only_own()
     call("prctl", _PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     # the rank host (which made itself unreadable before forking) lists this rank's sockets

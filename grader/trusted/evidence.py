@@ -2,13 +2,17 @@
 ``checks.VERIFY``, installed in the scoring kernel).
 
 For every test case the rank host counted the sandbox's network (:mod:`grader.sandboxed.network`):
-bytes between each pair of ranks, bytes to and from the rendezvous store, connections opened
-and closed, datagrams. No rank can change those numbers. A case's result passes only if:
+bytes between each pair of ranks, bytes to and from the rendezvous store, connections opened,
+tried and closed, ports listened on, datagrams. No rank can change those numbers. A case's
+result passes only if:
 
 - nothing crossed the network outside the test cases (before the first, after the last), and
   nothing in the case crossed it but on connections that stay open (a connection opened and
-  closed again, a datagram, a connection a rank hid from the count, a process group's connection
-  closed in the middle: each is data the count could not follow, and fails the case);
+  closed again or refused, a datagram, a process group's connection closed in the middle: each
+  is data the count could not follow, and fails the case);
+- the case opened the connections, and listened on the ports, that the calls of its trace
+  open (its groups'), between the same ranks, and no other: a rank's own channel fails it
+  whatever it carried;
 - what crossed between each pair of ranks, and to the store, is what the calls of the case's
   trace move: the grader makes the same calls again on fresh ranks (:mod:`.replay`, through the
   same rank host) and compares the two counts, within gloo's own control messages
@@ -41,29 +45,25 @@ REPLAY_TIMEOUT = 20.0
 
 
 def _merged(windows: list[dict] | None) -> dict:
-    total: dict[str, Any] = {"wire": {}, "store": {}, "other": 0, "opened": 0, "closed": [],
-                             "datagrams": 0, "unlisted": []}
+    total: dict[str, Any] = {"wire": {}, "store": {}, "connections": {}, "listening": {},
+                             "other": 0, "opened": 0, "closed": [], "datagrams": 0}
     for window in windows or []:
-        for key in ("wire", "store"):
+        for key in ("wire", "store", "connections", "listening"):
             for who, count in window[key].items():
                 total[key][who] = total[key].get(who, 0) + count
         for key in ("other", "opened", "datagrams"):
             total[key] += window[key] or 0  # None: not counted (no network of its own)
         total["closed"] += window["closed"]
-        total["unlisted"] = sorted(set(total["unlisted"]) | set(window["unlisted"]))
     return total
 
 
 def _outside_channels(count: dict, where: str) -> str | None:
     """What crossed where the count cannot follow it, in words (None: nothing)."""
-    if count["unlisted"]:
-        return (f"rank(s) {count['unlisted']} hid their network connections from the grader "
-                f"{where}")
     if count["opened"]:
-        return (f"{count['opened']} network connection(s) were opened and closed again {where}: "
-                "data moved outside the process group's connections")
+        return (f"{count['opened']} network connection(s) were opened, or tried, and closed "
+                f"again {where}: data moved outside the process group's connections")
     if count["datagrams"]:
-        return f"{count['datagrams']} UDP datagram(s) were sent {where}"
+        return f"{count['datagrams']} datagram(s) (UDP or ICMP) were sent {where}"
     if count["closed"]:
         return (f"connection(s) of the process group were closed {where} (between "
                 f"{count['closed']}): do not close sockets or destroy the group in a test")
@@ -73,17 +73,35 @@ def _outside_channels(count: dict, where: str) -> str | None:
 
 
 def _silent(count: dict) -> bool:
-    return not (count["wire"] or count["store"] or count["other"] or count["opened"]
-                or count["datagrams"] or count["closed"] or count["unlisted"])
+    return not (count["wire"] or count["store"] or count["connections"] or count["listening"]
+                or count["other"] or count["opened"] or count["datagrams"] or count["closed"])
 
 
 def _pairs(a: dict, b: dict) -> list:
     return sorted(set(a) | set(b), key=str)
 
 
+def own_channels(measured: dict, expected: dict) -> list[str]:
+    """Connections opened and ports listened on in the case beyond those the replay's calls
+    open (its process groups'), in words: a rank's own channel, whatever it carried."""
+    found = []
+    for pair in _pairs(measured["connections"], expected["connections"]):
+        got, wanted = measured["connections"].get(pair, 0), expected["connections"].get(pair, 0)
+        if got != wanted:
+            found.append(f"{got} connection(s) opened between rank {pair[0]} and rank {pair[1]}, "
+                         f"where the calls your trace lists open {wanted}")
+    for rank in sorted(measured["listening"]):
+        got, wanted = measured["listening"][rank], expected["listening"].get(rank, 0)
+        if got > wanted:
+            found.append(f"rank {rank} listened on {got - wanted} port(s) of its own")
+    return found
+
+
 def differences(measured: dict, expected: list[dict], slack: dict) -> list[str]:
     """Pairs (and store users) whose count differs from every replay by more than ``slack``
-    allows them (nothing where the replays counted nothing)."""
+    allows them (nothing where the replays counted nothing). The words say more or fewer, not
+    the replay's count: a submission that moves data on a channel of its own must not learn
+    from a failure how many bytes to pad it with."""
     found = []
     for key, label in (("wire", "from rank {0} to rank {1}"),
                        ("store", "between rank {0} and the rendezvous store")):
@@ -93,10 +111,13 @@ def differences(measured: dict, expected: list[dict], slack: dict) -> list[str]:
             low = min(r.get(who, 0) for r in replays)
             high = max(r.get(who, 0) for r in replays)
             room = slack.get(who, 0)
-            if not low - room <= got <= high + room:
-                names = who if isinstance(who, tuple) else (who,)
-                found.append(f"{got} bytes {label.format(*names)}, where the calls your trace "
-                             f"lists send {low}")
+            names = who if isinstance(who, tuple) else (who,)
+            if got > high + room:
+                found.append(f"{got} bytes {label.format(*names)}, more than the calls your "
+                             "trace lists send")
+            elif got < low - room:
+                found.append(f"{got} bytes {label.format(*names)}, fewer than the calls your "
+                             "trace lists send")
     return found
 
 
@@ -167,6 +188,15 @@ class Evidence:
                 continue
             count = _merged(result.network)
             expected = self.replays[_key(steps, result.world_size)]
+            channels = own_channels(count, expected)
+            if channels:
+                problems[index] = (
+                    "The grader counted your ranks' connections, and they are not the process "
+                    "group's alone (the grader made the calls your trace lists again and counted "
+                    "theirs too): " + "; ".join(channels[:4]) + ". Move data only with "
+                    "torch.distributed calls: a socket of your own is a channel the exercise "
+                    "does not allow.")
+                continue
             found = differences(count, [expected], _slack(result.trace, result.groups or []))
             if found:
                 problems[index] = (

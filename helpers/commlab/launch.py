@@ -40,8 +40,10 @@ class Grading:
         (:data:`commlab.worker.BEFORE_RANK`); the ranks are forked from this process.
     observer: told when the ranks have started (``started(ranks, store_port)``), at each barrier
         they pass (``barrier(tag)``) and once every rank reported (``reported()``); its
-        ``windows()`` become the result's ``network``.
+        ``windows()`` become the result's ``network``. After that the ranks are killed, not
+        let go: a grader's last count is the last thing that happens in them.
     environ: variables the ranks get on top of everything else.
+    store_address: the address the rendezvous store listens on (the loopback when None).
     The ranks then report as plain data (:mod:`commlab.plain`) and pass a barrier once their
     group is up, before the function is unpickled.
     """
@@ -49,6 +51,7 @@ class Grading:
     seal: Callable[..., None] | None = None
     observer: Any = None
     environ: dict[str, str] = dataclasses.field(default_factory=dict)
+    store_address: str | None = None
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_WORLD_SIZE = 4
@@ -132,7 +135,8 @@ def run_pickled(payload: bytes, world_size: int, *, backend: str = "auto",
     """:func:`run` for a function already pickled with cloudpickle as ``(fn, args)``: this
     process never unpickles it, only the ranks do."""
     chosen = choose_backend(backend, world_size)
-    store = rendezvous.launch_store(timeout + _GROUP_GRACE)
+    address = grading.store_address if grading is not None else None
+    store = rendezvous.launch_store(timeout + _GROUP_GRACE, address or "127.0.0.1")
     try:
         spec = LaunchSpec(
             payload=payload, world_size=world_size, backend=chosen,
@@ -265,7 +269,8 @@ def _start_watch_stop_explain(spec: LaunchSpec, timeout: float, private: Private
         timed_out = Watch(ranks, board, timeout, barriers, spec.data_reports).wait()
         if observer is not None and all(rank.over for rank in ranks):
             observer.reported()
-        if all_done(ranks):
+        if all_done(ranks) and grading is None:
+            # a grader's ranks are not asked to tear down: once counted, they are killed below
             processes.release(ranks)
     finally:
         # Positions are taken before the kill: a killed rank can't report where it was.
