@@ -6,7 +6,8 @@ after its student; tests/chapters/README.md): recomputes other ranks' inputs, re
 its process, calls the test's own helpers, forges its trace, deletes records or hides a costly
 collective behind the calls of the intended answer, reports a schedule it never ran, makes the
 right calls on zeros, moves data through files, shared memory, a Unix socket, the rendezvous
-store, a connection or datagrams of its own, lies in its reply, sends a report that would run
+store, a connection or datagrams of its own, the socket table, a connection kept open under
+forged records of the calls it replaces, lies in its reply, sends a report that would run
 code in the rank host, leaves IPC objects and files for the next submission, writes to
 terminals, and prints its hidden test cases; and one student hands in outputs that would run
 script in a browser.

@@ -2,7 +2,7 @@ r"""No communication: records of the sends and receives the test wants, made up.
 
 Answer cell: 01-my-broadcast
 Test cell: 01-my-broadcast-test
-Says: where the calls your trace lists send
+Says: than the calls your trace lists send
 """
 
 

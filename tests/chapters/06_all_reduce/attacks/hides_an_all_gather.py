@@ -3,7 +3,7 @@ all_gather taken out of the trace and the two calls of the intended answer put i
 
 Answer cell: 06-my-all-reduce
 Test cell: 06-my-all-reduce-test
-Says: where the calls your trace lists send
+Says: than the calls your trace lists send
 """
 
 

@@ -3,7 +3,7 @@ right chunks instead, records a replay would make exactly as written.
 
 Answer cell: 10-ring-all-reduce
 Test cell: 10-ring-all-reduce-test
-Says: where the calls your trace lists send
+Says: than the calls your trace lists send
 """
 
 

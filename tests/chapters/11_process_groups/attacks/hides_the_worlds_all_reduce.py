@@ -3,7 +3,7 @@ the trace only.
 
 Answer cell: 11-hierarchical-all-reduce
 Test cell: 11-hierarchical-all-reduce-test
-Says: where the calls your trace lists send
+Says: than the calls your trace lists send
 """
 
 

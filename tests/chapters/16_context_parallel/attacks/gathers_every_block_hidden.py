@@ -2,7 +2,7 @@ r"""Every block all-gathered at once, hidden; the ring's messages made on zeros,
 
 Answer cell: 16-ring-attention
 Test cell: 16-ring-attention-test
-Says: where the calls your trace lists send
+Says: than the calls your trace lists send
 """
 
 from ring import pass_on
