@@ -47,8 +47,11 @@ IN_IMAGE = "COMMLAB_INSTRUCTOR_IMAGE"
 
 def not_available_message() -> str:
     """What to do where namespaces are not allowed, said for where the grader runs."""
-    head = ("Linux namespaces are not allowed here, so student code would run with your rights "
-            "and network access. Grading goes on without the sandbox and notes.json says so.")
+    head = ("Linux namespaces, or the virtual network links that join the ranks' networks "
+            "(veth and bridge devices), are not allowed here, so student code would run with "
+            "your rights and network access. Grading goes on without the sandbox and notes.json "
+            "says so. (Where only the links are missing, load them once as root: modprobe veth "
+            "bridge.)")
     if os.environ.get(IN_IMAGE):
         return (f"{head} This is the instructor image: start it with the network off "
                 "(docker run --network none ...) and pass --no-sandbox, as the grading command "
@@ -64,9 +67,12 @@ def not_available_message() -> str:
 
 
 def available() -> bool:
-    """Whether this machine lets an unprivileged user make network, mount and pid namespaces."""
+    """Whether this machine lets an unprivileged user make network, mount and pid namespaces,
+    and in them the links that join each rank's network to the others (:mod:`.links`)."""
     probe = [*UNSHARE, "sh", "-c",
-             f"ip link set lo up && mount -t tmpfs tmpfs {shlex.quote(tempfile.gettempdir())}"]
+             "ip link set lo up && ip link add probe0 type bridge "
+             "&& ip link add probe1 type veth peer name probe2 "
+             f"&& mount -t tmpfs tmpfs {shlex.quote(tempfile.gettempdir())}"]
     try:
         return subprocess.run(probe, capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
