@@ -80,6 +80,14 @@ def graded(tmp_path_factory):
     return outcomes, folder / "out"
 
 
+def _points(student: str, grade_id: str) -> float:
+    """What the test cell ``grade_id`` of the student's chapter is worth."""
+    chapter = _chapter(student)
+    cell = next(c for c in release(chapter).cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    return cell.metadata["nbgrader"]["points"]
+
+
 def _message(out: Path, student: str, grade_id: str) -> str:
     chapter = _chapter(student)
     nb = nbformat.read(out / "autograded" / student / chapter / f"{chapter}.ipynb", 4)
@@ -90,7 +98,7 @@ def _message(out: Path, student: str, grade_id: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("student", sorted(ATTACKS))
+@pytest.mark.parametrize("student", sorted(s for s, a in ATTACKS.items() if not a.finds_nothing))
 def test_the_attack_scores_nothing_on_the_test_it_aims_at(graded, student):
     outcomes, out = graded
     (aim,) = ATTACKS[student].test_cells
@@ -103,6 +111,21 @@ def test_the_test_says_what_gave_the_attack_away(graded, student):
     _, out = graded
     message = _message(out, student, ATTACKS[student].test_cells[0])
     assert any(words in message for words in ATTACKS[student].says), message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("student", sorted(s for s, a in ATTACKS.items() if a.finds_nothing))
+def test_what_a_launch_leaves_is_gone_for_the_next_and_a_right_answer_keeps_its_points(
+        graded, student):
+    """An attack whose calls are right and whose harm is what it leaves for a later launch of
+    the same submission (code run after the grader's last count, a connection waiting to close):
+    its points stay, and no case found anything of an earlier one (the instructor's view, hidden
+    cases included)."""
+    outcomes, out = graded
+    (aim,) = ATTACKS[student].test_cells
+    message = _message(out, student, aim)
+    assert ATTACKS[student].finds_nothing not in message, message
+    assert outcomes[student]["cells"][aim] == _points(student, aim) > 0, message
 
 
 @pytest.mark.slow

@@ -24,7 +24,8 @@ CHAPTERS = ROOT / "tests" / "chapters"
 SHARED = CHAPTERS / "shared"  # what answers of several chapters share
 KINDS = ("wrong_answers", "right_answers", "attacks")
 # "Label: value", a value going on over the lines indented by four spaces below it
-FIELD = re.compile(r"^(Answer cell|Test cell|Says|Or says|In a kernel, says): (.*)$")
+FIELD = re.compile(
+    r"^(Answer cell|Test cell|Says|Or says|In a kernel, says|Finds nothing): (.*)$")
 INDENT = "    "
 
 
@@ -39,6 +40,9 @@ class AnswerFile:
     test_cells: tuple[str, ...]  # the test cells that judge it, each the same way
     says: tuple[str, ...]  # the failure's message holds one of these (none: nothing checked)
     says_in_a_kernel: tuple[str, ...]  # an attack that is also a wrong answer in a kernel
+    # an attack whose answer is right and whose harm is elsewhere: it keeps its points, and no
+    # message of its test cell holds this mark (what it would find if the harm worked)
+    finds_nothing: str | None
     cell: str  # the text the kernel or the grader gets as the answer cell
 
     @property
@@ -71,6 +75,7 @@ def read(path: Path) -> AnswerFile:
         test_cells=tuple(t.strip() for t in fields["Test cell"][0].split(",")),
         says=tuple(fields.get("Says", []) + fields.get("Or says", [])),
         says_in_a_kernel=tuple(fields.get("In a kernel, says", [])),
+        finds_nothing=(fields.get("Finds nothing") or [None])[0],
         cell=cell_text(path))
 
 
