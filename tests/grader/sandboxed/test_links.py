@@ -50,6 +50,11 @@ def rank_links():
     return sorted(n for _, n in socket.if_nameindex() if n.startswith("r") and n != links.BRIDGE)
 seen["links_before"] = rank_links()
 nets.close()
+import time
+for _ in range(100):  # the kernel frees a namespace, and its link, in the background
+    if not rank_links():
+        break
+    time.sleep(0.05)
 seen["links_after"] = rank_links()
 print(json.dumps(seen))
 """
@@ -77,3 +82,58 @@ def test_two_ranks_reach_each_other_through_the_bridge_and_see_only_their_own_so
     assert seen["rank1_ends"] == [1]  # every socket of rank 1's namespace is at its address
     assert seen["opens"] == 1
     assert len(seen["links_before"]) == 2 and seen["links_after"] == []
+
+
+# Launch after launch, as a rank host makes them, each rank reaches the store: the links of
+# earlier launches go away in the background meanwhile, and the bridge must stay where the
+# ranks found it.
+LAUNCHES = r"""
+import fcntl, os, socket, struct, sys, time
+sys.path.insert(0, sys.argv[1])
+from grader.sandboxed import links
+
+
+def bridge_address():
+    with socket.socket() as sock:  # SIOCGIFHWADDR
+        return fcntl.ioctl(sock, 0x8927, struct.pack("256s", links.BRIDGE.encode()))[18:24]
+
+
+links.make_bridge()
+seen = set()
+store = socket.create_server((links.HOST_ADDRESS, 6000), backlog=64)
+store.settimeout(5)
+for launch in range(25):
+    nets = links.Networks(4)
+    ranks = []
+    for rank in range(4):
+        pid = os.fork()
+        if pid == 0:
+            nets.join(rank)
+            with socket.create_connection((links.HOST_ADDRESS, 6000), timeout=5) as client:
+                client.sendall(b"x")
+                os._exit(0 if client.recv(1) == b"y" else 1)
+        ranks.append(pid)
+    seen.add(bridge_address())
+    for _ in range(4):
+        peer, _ = store.accept()
+        peer.settimeout(5)
+        peer.recv(1)
+        peer.sendall(b"y")
+        peer.close()
+    if any(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in ranks):
+        sys.exit(f"a rank of launch {launch} did not hear back from the store")
+    nets.close()
+    time.sleep(0.05)  # the host's work between launches, while the kernel frees the last
+if len(seen) > 1:
+    sys.exit(f"the bridge changed its address as links came and went: {len(seen)} addresses")
+print("every launch reached the store")
+"""
+
+
+@pytest.mark.skipif(not namespaces.available(),
+                    reason="this machine does not allow user namespaces")
+def test_launch_after_launch_every_rank_reaches_the_store():
+    done = subprocess.run([*namespaces.UNSHARE, sys.executable, "-c", LAUNCHES, str(ROOT)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "every launch reached the store" in done.stdout
