@@ -43,6 +43,8 @@ _IFLA_INFO_KIND, _IFLA_INFO_DATA, _VETH_INFO_PEER = 1, 2, 1
 _IFA_ADDRESS, _IFA_LOCAL = 1, 2
 _IFF_UP = 1
 _NETLINK_SOCK_DIAG = 4
+# Buckets of each namespace's own connection table (see make_host_network).
+CHILD_TABLE = 1024
 _libc = ctypes.CDLL(None, use_errno=True)
 _launches = itertools.count()
 
@@ -106,11 +108,20 @@ def _address(name: str, address: str) -> None:
          _NLM_F_CREATE | _NLM_F_EXCL)
 
 
-def make_bridge() -> None:
-    """The bridge every rank's link joins, at :data:`HOST_ADDRESS` (once, in the rank host's
-    own network namespace), and one rank's link made and removed: a kernel that refuses them
-    says so here, once, rather than in every test."""
+def make_host_network() -> None:
+    """Take the rank host (single-threaded, in the sandbox) into a network namespace of its own
+    with the bridge every rank's link joins, at :data:`HOST_ADDRESS`; and make and remove one
+    rank's link: a kernel that refuses them says so here, once, rather than in every test.
+
+    The namespaces made from here get connection tables of their own, sized for a few
+    connections (Linux 6.1 and later): the count lists each rank's sockets at every barrier, and
+    a listing walks its namespace's whole table, the machine's (hundreds of thousands of
+    entries) otherwise."""
     try:
+        _small_tables_for_children()
+        _check(_libc.unshare(_CLONE_NEWNET), "unshare")
+        _small_tables_for_children()
+        _up("lo")
         kind = _attribute(_IFLA_LINKINFO, _attribute(_IFLA_INFO_KIND, b"bridge"))
         _ask(_RTM_NEWLINK, _link() + _name(BRIDGE) + _attribute(_IFLA_ADDRESS, BRIDGE_MAC) + kind,
              _NLM_F_CREATE | _NLM_F_EXCL)
@@ -119,6 +130,13 @@ def make_bridge() -> None:
         Networks(1).close()
     except OSError as exc:
         raise OSError(exc.errno, REFUSED.format(exc.strerror)) from None
+
+
+def _small_tables_for_children() -> None:
+    try:
+        Path("/proc/sys/net/ipv4/tcp_child_ehash_entries").write_text(str(CHILD_TABLE))
+    except FileNotFoundError:
+        pass  # before Linux 6.1: the machine's table, listed more slowly
 
 
 REFUSED = ("The grader gives each rank a network of its own, joined by virtual links (Linux's "

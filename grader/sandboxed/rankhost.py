@@ -116,7 +116,7 @@ def _settle(plan: namespaces.Plan | None) -> None:
         for name in ("TMPDIR", "HOME", "MPLCONFIGDIR"):
             os.environ[name] = str(plan.workdir)
         tempfile.tempdir = None
-        links.make_bridge()
+        links.make_host_network()
     for name in [k for k in os.environ if k.startswith("JPY_")]:
         del os.environ[name]
 
