@@ -12,6 +12,8 @@ import os
 import socket
 import struct
 
+from channel import honest_broadcast
+
 SEEN = []
 
 
@@ -46,15 +48,10 @@ def leave_and_exit(code, exit_now=os._exit):
 
 
 def my_broadcast(tensor, src):
-    rank, world_size = dist.get_rank(), dist.get_world_size()
+    world_size = dist.get_world_size()
     found = left_behind()
     if found:
         raise RuntimeError(f"LEFT-IN-THE-NETWORK {found}")
     SEEN.append((world_size, src, tensor.numel()))
     os._exit = leave_and_exit
-    if rank == src:
-        for dst in range(world_size):
-            if dst != src:
-                dist.send(tensor, dst=dst)
-    else:
-        dist.recv(tensor, src=src)
+    honest_broadcast(tensor, src)
