@@ -165,13 +165,15 @@ def collect_submissions(args) -> int:
     from .intake.exchange import copy_inbound
 
     try:
-        copied, kept = copy_inbound(args.exchange, args.course, args.folder)
+        done = copy_inbound(args.exchange, args.course, args.folder)
     except IntakeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"{args.folder}: {copied} new submission{'s' if copied != 1 else ''} from "
-          f"{args.exchange / args.course / 'inbound'}, {kept} already there; grade them with "
-          f"make grade SUBMISSIONS={args.folder} OUT=...")
+    print(f"{args.folder}: {done.copied} new submission{'s' if done.copied != 1 else ''} "
+          f"from {args.exchange / args.course / 'inbound'}, {done.kept} already there; grade "
+          f"them with make grade SUBMISSIONS={args.folder} OUT=...")
+    for rel in done.changed:
+        print(f"  changed in the exchange after it was collected, kept as collected: {rel}")
     return 0
 
 

@@ -13,6 +13,7 @@ applies its own deadline: a Canvas download marks late files ``LATE_``).
 from __future__ import annotations
 
 import datetime
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,19 +24,58 @@ TAKES = ("on-time", "newest")
 EXAMPLE = "2026-12-01T23:59:00+01:00 (or ...Z, or 2026-12-01 23:59 UTC)"
 
 
+# The zone abbreviations strftime's %Z writes (nbgrader's timestamp.txt, when a site sets
+# Exchange.timezone to a local zone), as hours east of UTC; only those that name one offset
+# (CST is the US's and China's, IST India's, Ireland's and Israel's: refused, with the advice).
+ZONES = {"UTC": 0, "GMT": 0, "Z": 0, "WET": 0, "WEST": 1, "BST": 1, "CET": 1, "CEST": 2,
+         "MET": 1, "MEST": 2, "EET": 2, "EEST": 3, "MSK": 3, "SAST": 2, "EAT": 3, "WAT": 1,
+         "PKT": 5, "HKT": 8, "SGT": 8, "AWST": 8, "JST": 9, "KST": 9, "ACST": 9.5,
+         "ACDT": 10.5, "AEST": 10, "AEDT": 11, "NZST": 12, "NZDT": 13, "HST": -10, "AKST": -9,
+         "AKDT": -8, "PST": -8, "PDT": -7, "MST": -7, "MDT": -6, "CDT": -5, "EST": -5,
+         "EDT": -4, "AST": -4, "ADT": -3, "NST": -3.5, "NDT": -2.5}
+AMBIGUOUS = {"CST": "US Central (-06) or China (+08)", "IST": "India (+05:30), Ireland (+01) "
+             "or Israel (+02)"}
+# strftime's %Z for a zone without an abbreviation: +03, -0430
+NUMERIC_ZONE = re.compile(r"(?P<sign>[+-])(?P<hours>\d\d)(?::?(?P<minutes>\d\d))?")
+
+
 def parse_time(text: str, what: str) -> datetime.datetime:
-    """An ISO 8601 time with its zone (``Z``, ``+01:00`` or `` UTC``, as nbgrader writes)."""
+    """An ISO 8601 time with its zone: ``Z``, ``+01:00``, or as nbgrader writes it, a space
+    and the zone's abbreviation (`` UTC``, `` CET``, `` EDT``) or number (`` +03``)."""
     value = text.strip()
-    if value.upper().endswith(" UTC"):
-        value = value[:-4] + "+00:00"
+    date, _, zone = value.rpartition(" ")
+    offset = _zone_offset(zone, text, what) if date and not zone[:1].isdigit() else None
+    if offset is not None:
+        value = date
     try:
         when = datetime.datetime.fromisoformat(value)
     except ValueError:
         raise IntakeError(f"{what}: {text!r} is not a time; write it as {EXAMPLE}") from None
+    if offset is not None:
+        when = when.replace(tzinfo=datetime.timezone(offset))
     if when.tzinfo is None:
         raise IntakeError(f"{what}: {text!r} says no time zone, so it could be any of 25 "
                           f"hours; write it as {EXAMPLE}")
     return when.astimezone(datetime.UTC)
+
+
+def _zone_offset(zone: str, text: str, what: str) -> datetime.timedelta | None:
+    """The offset a zone's abbreviation or number after the time says; None when it is none."""
+    numeric = NUMERIC_ZONE.fullmatch(zone)
+    if numeric:
+        sign = -1 if numeric["sign"] == "-" else 1
+        return sign * datetime.timedelta(hours=int(numeric["hours"]),
+                                         minutes=int(numeric["minutes"] or 0))
+    if zone.upper() in ZONES:
+        return datetime.timedelta(hours=ZONES[zone.upper()])
+    if zone.upper() in AMBIGUOUS:
+        raise IntakeError(f"{what}: {text!r} ends in {zone}, which could be "
+                          f"{AMBIGUOUS[zone.upper()]}; write the time with its offset "
+                          "(nbgrader: c.Exchange.timezone = 'UTC' writes it in UTC)")
+    if zone.isalpha() and zone.isupper():
+        raise IntakeError(f"{what}: {text!r} ends in {zone}, a time zone this course does "
+                          f"not know; write it as {EXAMPLE}")
+    return None
 
 
 def due_dates(chapters: list[str], due: str | None,

@@ -166,6 +166,7 @@ class _Reading:
     at: datetime.datetime | None = None  # when nbgrader recorded it as handed in
     folder: Path | None = None        # the exchange submission it is part of
     record: bool = False              # nbgrader's record of a submission: read, not reported
+    notes: list = field(default_factory=list)  # what its time rests on, where that is news
 
 
 @dataclass
@@ -177,6 +178,7 @@ class _Candidate:
     order: tuple
     at: datetime.datetime | None = None
     folder: Path | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "auto",
@@ -193,8 +195,9 @@ def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "aut
     files = _listing(root, skipped, originals)
     layout = _recognise(files, chapters) if lms == "auto" else lms
     readers = _READERS[layout]
-    if lms == "auto":  # a download merged from several: each file as its name says
-        readers = tuple(dict.fromkeys(readers + sum(_READERS.values(), ())))
+    if lms == "auto" and layout != "exchange":  # a download merged from several: each file
+        readers = tuple(dict.fromkeys(readers + sum(_READERS.values(), ())))  # as it says
+    # (in the exchange, a notebook outside a submission's folder is no one's hand-in: named)
     readings = [(rel, path, next(filter(None, (read(rel, path, chapters) for read in readers)),
                                  None)) for rel, path in files]
     _apart([reading for _, _, reading in readings if reading and reading.student])
@@ -216,7 +219,7 @@ def collect(source: Path, scratch: Path, chapters: list[str], *, lms: str = "aut
             continue
         order = (reading.preferred, reading.when, path.stat().st_mtime, _copy_number(rel.name))
         candidates.append(_Candidate(reading.student, chapter, path, rel.as_posix(), order,
-                                     reading.at, reading.folder))
+                                     reading.at, reading.folder, reading.notes))
     submissions = _newest(candidates, skipped, due or {}, take)
     identities = {student: dict(person.identity) for student, person in people.items()}
     students = None if members is None else match_roster(members, people, layout, identities)
@@ -396,7 +399,7 @@ def _listing(root: Path, skipped: list[Skipped],
     for path in sorted(root.rglob("*")):
         on_disk = path.relative_to(root).as_posix()
         rel = PurePosixPath(originals.get(on_disk, on_disk))
-        if path.is_dir():
+        if path.is_dir() or rel.as_posix() == exchange.RECEIVED:  # make collect's record
             continue
         if "__MACOSX" in rel.parts or rel.name.startswith("._") or rel.name == ".DS_Store":
             why = "macOS's own file, not a submission"
@@ -501,10 +504,32 @@ def _read_exchange(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Read
     if entry.chapter is not None:
         reading.preferred = _chapter_of(rel.name, chapters)[0] == entry.chapter
     stamp = entry.folder / exchange.TIMESTAMP
-    if stamp.is_file() and not reading.record:
-        reading.at = exchange.submitted_at(stamp)
-        reading.when = (reading.at.isoformat(), 0, 0)
+    root = path.parents[len(rel.parts) - 1]
+    received = _received(root).get(entry.folder.relative_to(root).as_posix())
+    if (stamp.is_file() or received) and not reading.record:
+        _timed(reading, exchange.submitted_at(stamp, received))
     return reading
+
+
+def _timed(reading: _Reading, handed: exchange.Handed) -> None:
+    reading.at, reading.notes = handed.at, handed.notes
+    if handed.at is not None:
+        reading.when = (handed.at.isoformat(), 0, 0)
+
+
+# make collect's record, read once a run of intake: (root, the record's mtime) -> its times
+_RECORDS: dict[tuple, dict] = {}
+
+
+def _received(root: Path) -> dict[str, datetime.datetime]:
+    try:
+        key = (root, (root / exchange.RECEIVED).stat().st_mtime_ns)
+    except OSError:
+        return {}
+    if key not in _RECORDS:
+        _RECORDS.clear()
+        _RECORDS[key] = exchange.received_times(root)
+    return _RECORDS[key]
 
 
 def _read_folders(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Reading | None:
@@ -520,8 +545,7 @@ def _read_folders(rel: PurePosixPath, path: Path, chapters: list[str]) -> _Readi
                        record=rel.name in exchange.RECORDS)
     stamp = exchange.collected_time(path)
     if stamp is not None and not reading.record:  # nbgrader collect's layout
-        reading.at = exchange.submitted_at(stamp)
-        reading.when = (reading.at.isoformat(), 0, 0)
+        _timed(reading, exchange.submitted_at(stamp))
         reading.folder = path.parent
     return reading
 
@@ -624,7 +648,8 @@ def _newest(candidates: list[_Candidate], skipped: list[Skipped],
         choice = deadlines.choose([c.at for c in named], due.get(chapter), take)
         winner = named[choice.index]
         chosen.append(Submission(student, chapter, winner.path, winner.origin, winner.at,
-                                 due.get(chapter), choice.late, winner.folder, choice.notes))
+                                 due.get(chapter), choice.late, winner.folder,
+                                 winner.notes + choice.notes))
         for other in ordered:
             if other is winner:
                 continue

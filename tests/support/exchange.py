@@ -17,10 +17,11 @@ from support.course_copy import ROOT
 COURSE_ID = "commlab"
 
 
-def _config(root: Path, home: Path, student: str):
+def _config(root: Path, home: Path, student: str, timezone: str = "UTC"):
     from traitlets.config import Config
 
     config = Config()
+    config.Exchange.timezone = timezone
     config.Exchange.root = str(root)
     config.Exchange.cache = str(home / "nbgrader_cache")
     config.Exchange.assignment_dir = str(home / "work")
@@ -58,9 +59,11 @@ class Exchange:
                 (course / name).symlink_to(target)
         return view
 
-    def submit(self, login: str, chapter: str, notebook, claimed: str | None = None) -> str:
+    def submit(self, login: str, chapter: str, notebook, claimed: str | None = None,
+               timezone: str = "UTC") -> str:
         """``login`` saves ``notebook`` in her work folder and submits it (nbgrader's own
-        submit, under the name ``claimed``, by default her login); return its timestamp."""
+        submit, under the name ``claimed``, by default her login, its time written in
+        ``timezone``, nbgrader's Exchange.timezone); return its timestamp."""
         from nbgrader.auth import Authenticator
         from nbgrader.coursedir import CourseDirectory
         from nbgrader.exchange.default.submit import ExchangeSubmit
@@ -69,7 +72,7 @@ class Exchange:
         work = home / "work" / chapter
         work.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook, work / f"{chapter}.ipynb")
-        config = _config(self.view(login), home, claimed or login)
+        config = _config(self.view(login), home, claimed or login, timezone)
         coursedir = CourseDirectory(config=config)
         coursedir.assignment_id = chapter
         submit = ExchangeSubmit(coursedir=coursedir, authenticator=Authenticator(config=config),

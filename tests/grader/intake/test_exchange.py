@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from grader import course
 from grader.intake import IntakeError, collect
 from grader.intake.deadlines import choose, due_dates, parse_time
-from grader.intake.exchange import copy_inbound
+from grader.intake.exchange import AGREE, copy_inbound, parse_name, received_times, submitted_at
 from support import class_factory
 from support.course_copy import ROOT
 from support.exchange import COURSE_ID, Exchange
@@ -44,6 +46,28 @@ def test_times_need_their_zone_and_read_as_nbgrader_writes_them():
         parse_time("2026-12-01T23:59", "--due")
     with pytest.raises(IntakeError, match="is not a time"):
         parse_time("friday", "--due")
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "America/New_York", "Asia/Dubai",
+                                  "Australia/Adelaide", "Europe/London", "UTC"])
+@pytest.mark.parametrize("month", [1, 7])
+def test_times_read_as_nbgrader_writes_them_in_a_local_zone(zone, month):
+    """nbgrader's Exchange.timezone set to a local zone: timestamp.txt ends in the zone's
+    abbreviation (CET, CEST, EDT, ACDT, BST) or number (+04), summer and winter."""
+    from zoneinfo import ZoneInfo
+
+    from nbgrader.exchange.abc.exchange import Exchange as NbgraderExchange
+
+    written = datetime.datetime(2026, month, 3, 12, 30, 15, 250000, tzinfo=ZoneInfo(zone))
+    text = written.strftime(NbgraderExchange.timestamp_format.default_value)
+    assert parse_time(text, "timestamp.txt") == written
+
+
+def test_a_zone_abbreviation_of_several_zones_is_refused_with_the_cure():
+    with pytest.raises(IntakeError, match=r"could be India .*c\.Exchange\.timezone = 'UTC'"):
+        parse_time("2026-12-01 23:59:00.000 IST", "timestamp.txt")
+    with pytest.raises(IntakeError, match="ends in XYZT, a time zone this course does not know"):
+        parse_time("2026-12-01 23:59:00.000 XYZT", "timestamp.txt")
 
 
 def test_due_dates_come_from_the_flag_or_the_course_configuration(tmp_path):
@@ -114,9 +138,17 @@ def handed_in(tmp_path_factory):
 
 
 def test_make_collect_copies_new_submissions_only(handed_in, tmp_path):
-    exchange, *_ = handed_in
-    assert copy_inbound(exchange.root, COURSE_ID, tmp_path / "collected") == (8, 0)
-    assert copy_inbound(exchange.root, COURSE_ID, tmp_path / "collected") == (0, 8)
+    exchange, times, *_ = handed_in
+    first = copy_inbound(exchange.root, COURSE_ID, tmp_path / "collected")
+    assert (first.copied, first.kept, first.changed) == (8, 0, [])
+    again = copy_inbound(exchange.root, COURSE_ID, tmp_path / "collected")
+    assert (again.copied, again.kept, again.changed) == (0, 8, [])
+    # when each was last changed in the exchange: after nbgrader's timestamp, within a second
+    record = received_times(tmp_path / "collected")
+    assert len(record) == 8
+    dave = next(when for rel, when in record.items() if rel.startswith("dave/"))
+    stamped = parse_time(times["dave"][0], "t")
+    assert datetime.timedelta(0) <= dave - stamped < datetime.timedelta(seconds=1)
     with pytest.raises(IntakeError, match="does not exist"):
         copy_inbound(exchange.root, "another", tmp_path / "collected")
 
@@ -152,6 +184,118 @@ def test_intake_reads_the_exchange_with_its_times(handed_in, tmp_path, layout):
     carol = next(s for s in found.submissions if s.student == "carol")
     assert (carol.folder / "submission_secret.txt").is_file()
     assert "not the 1 later one" in carol.notes[-1]
+
+
+# --- what a student's own server writes: her times, and her submission after the due date ---
+
+def test_a_time_rests_on_make_collects_record_where_the_students_file_disagrees(tmp_path):
+    stamp = tmp_path / "timestamp.txt"
+    received = _at(30)
+    stamp.write_text("2026-12-01 23:30:01.500000 UTC")  # nbgrader's, just before its copy
+    assert submitted_at(stamp, received).at == _at(30) + datetime.timedelta(seconds=1.5)
+    assert submitted_at(stamp, None).at == _at(30) + datetime.timedelta(seconds=1.5)
+    stamp.write_text("2026-12-01 22:00:00 UTC")  # backdated
+    backdated = submitted_at(stamp, received)
+    assert backdated.at == received
+    assert backdated.notes == ["its timestamp.txt says 2026-12-01 22:00:00 UTC, but it was last "
+                               "changed in the exchange at 2026-12-01 23:30:00 UTC (make "
+                               "collect's record): graded as handed in then"]
+    stamp.write_text(f"{(received + AGREE * 2).isoformat()}")  # from the future
+    assert submitted_at(stamp, received).at == received
+    stamp.write_text("yesterday")
+    assert submitted_at(stamp, received).at == received
+    untimed = submitted_at(stamp, None)
+    assert untimed.at is None
+    assert untimed.notes == ["its timestamp.txt: 'yesterday' is not a time: graded untimed "
+                             "(no late mark)"]
+    stamp.unlink()
+    assert "cannot be read" in submitted_at(stamp, received).notes[0]
+
+
+def _entry(exchange: Exchange, login: str, stamp: str) -> Path:
+    return next(p for p in (exchange.root / COURSE_ID / "inbound" / login).iterdir()
+                if stamp in p.name)
+
+
+def test_a_submission_changed_after_the_due_date_is_late_or_graded_as_collected(tmp_path):
+    """alice's on-time submission is collected, then rewritten after the due date: the
+    collected one is graded, on time, and make collect names the change. bob rewrites his
+    on-time one after the due date, notebook and timestamp.txt, before anyone collects: late.
+    erin hands in after the due date under a folder name and a time of an hour before: late.
+    frank writes 'yesterday' into his timestamp.txt before the due date: graded on time by the
+    record, and untimed (named) where there is none; no one else is stopped. gina's server
+    writes times in a zone with no abbreviation (nbgrader's folder name then holds "+04")."""
+    exchange = Exchange(tmp_path / "exchange", tmp_path / "homes")
+    exchange.release(CHAPTER)
+    right, untouched = class_factory.correct(CHAPTER), class_factory.release(CHAPTER)
+    collected = tmp_path / "collected"
+    alice = exchange.submit("alice", CHAPTER, untouched)
+    assert copy_inbound(exchange.root, COURSE_ID, collected).copied == 1
+    bob = exchange.submit("bob", CHAPTER, untouched)
+    frank = exchange.submit("frank", CHAPTER, right)
+    (_entry(exchange, "frank", frank) / "timestamp.txt").write_text("yesterday")
+    gina = exchange.submit("gina", CHAPTER, right, timezone="Asia/Dubai")
+    assert gina.endswith(" +04") and "+04+" in _entry(exchange, "gina", gina).name
+    time.sleep(0.01)
+    due = datetime.datetime.now(UTC)
+    time.sleep(0.01)
+    an_hour_before = due - datetime.timedelta(hours=1)
+    for login, stamp in (("alice", alice), ("bob", bob)):
+        entry = _entry(exchange, login, stamp)
+        nbformat.write(right, entry / f"{CHAPTER}.ipynb")
+        (entry / "timestamp.txt").write_text(an_hour_before.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+    exchange.view("erin")
+    forged = (exchange.root / COURSE_ID / "inbound" / "erin" /
+              f"erin+{CHAPTER}+{an_hour_before.strftime('%Y-%m-%d %H:%M:%S.%f UTC')}+x1")
+    forged.mkdir()
+    nbformat.write(right, forged / f"{CHAPTER}.ipynb")
+    (forged / "timestamp.txt").write_text(an_hour_before.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+
+    second = copy_inbound(exchange.root, COURSE_ID, collected)
+    assert (second.copied, second.kept) == (4, 1)
+    assert second.changed == [f"alice/{_entry(exchange, 'alice', alice).name}"]
+    dues = dict.fromkeys(course.chapters(), due)
+    found = collect(collected, tmp_path / "scratch", course.chapters(), due=dues)
+    got = {s.student: s for s in found.submissions}
+    assert {s: (got[s].late, bool(got[s].notes)) for s in got} == {
+        "alice": (False, False), "bob": (True, True), "erin": (True, True),
+        "frank": (False, True), "gina": (False, False)}
+    assert nbformat.read(got["alice"].path, as_version=4) == untouched  # as collected
+    assert "graded as handed in then" in got["bob"].notes[0]
+    assert got["frank"].notes[0].startswith("its timestamp.txt: 'yesterday' is not a time")
+    assert found.skipped == []
+
+    # the exchange itself, without make collect's record: the students' word, frank untimed;
+    # a notebook gina left beside her submissions is no one's hand-in, and named
+    nbformat.write(right, exchange.root / COURSE_ID / "inbound" / "gina" / f"{CHAPTER}.ipynb")
+    raw = collect(exchange.root / COURSE_ID / "inbound", tmp_path / "scratch", course.chapters(),
+                  due=dues)
+    got = {s.student: s for s in raw.submissions}
+    assert {s: got[s].late for s in got} == {"alice": False, "bob": False, "erin": False,
+                                            "frank": None, "gina": False}
+    assert got["frank"].notes == ["its timestamp.txt: 'yesterday' is not a time: graded untimed "
+                                  "(no late mark)"]
+    assert [(s.name, s.why.split(" [")[0]) for s in raw.skipped] == [
+        (f"gina/{CHAPTER}.ipynb", "its name does not follow")]
+
+
+def test_a_login_may_hold_a_plus_and_a_time_its_zone_number():
+    chapters = course.chapters()
+    assert parse_name(f"alice+ml@uni.edu+{CHAPTER}+2026-12-01 23:59:00.1 +04+x1", chapters) \
+        == ("alice+ml@uni.edu", CHAPTER, CHAPTER)
+    assert parse_name("bob+99_gossip+2026-12-01 23:59:00.1 UTC+x1", chapters) == \
+        ("bob", None, "99_gossip")
+    assert parse_name("bob+01_broadcast", chapters) is None
+    assert parse_name("notes", chapters) is None
+
+
+def test_a_record_the_collecting_account_did_not_write_is_not_read(tmp_path):
+    inbound = tmp_path / "inbound"
+    inbound.mkdir()
+    (inbound / "received.json").write_text('{"bob/x": "2026-12-01T22:00:00+00:00"}')
+    assert received_times(inbound) == {"bob/x": _at(0) - datetime.timedelta(hours=1)}
+    os.chown(inbound / "received.json", 1000, 1000)  # a student's, in a shared inbound
+    assert received_times(inbound) == {}
 
 
 # --- grading, feedback, and a week later --------------------------------------------------------
@@ -211,7 +355,8 @@ def test_graded_feedback_fetched_and_a_second_run(handed_in):
     # a week later: the due date moved (an extension for the class), erin hands in again,
     # the class is collected and graded again, and the feedback released again
     times["erin"].append(exchange.submit("erin", CHAPTER, class_factory.correct(CHAPTER)))
-    assert copy_inbound(exchange.root, COURSE_ID, collected) == (1, 8)
+    again = copy_inbound(exchange.root, COURSE_ID, collected)
+    assert (again.copied, again.kept, again.changed) == (1, 8, [])
     later = datetime.datetime.now(UTC) + datetime.timedelta(days=1)
     rows, _ = _grade(collected, folder / "out", gradebook, roster, later.isoformat())
     got = {name: (row["score"], row["late"]) for name, row in rows.items()}
