@@ -23,7 +23,9 @@ HUB_API_IP          where the hub's API listens instead, when the containers' ro
 HUB_EXCHANGE        nbgrader's exchange on this server (default /srv/nbgrader/exchange)
 HUB_COURSE          the course's folder on this server, where Formgrader runs (make: the checkout)
 HUB_COURSE_ID       nbgrader's course id (default commlab)
-HUB_COURSE_USER     the system user Formgrader runs as (default: the hub's own user)
+HUB_COURSE_USER     the system user Formgrader runs as (default: the hub's own user); not the
+                    students' uid, or every student could list the feedback
+HUB_STUDENT_UID     the uid of the students' containers (default 1000, the image's jovyan)
 HUB_DATA            the hub's database and cookie secret (default build/hub-data)
 HUB_MEM_LIMIT       memory of one student's server (default 3G), HUB_CPU_LIMIT its CPUs (2),
 HUB_SHM_SIZE        its /dev/shm (1g), HUB_CULL_AFTER seconds idle before it is stopped (3600)
@@ -38,6 +40,7 @@ course's folder, with the course's environment (.venv).
 """
 
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -72,11 +75,18 @@ def names(text: str) -> set[str]:
             if n.strip() and not n.strip().startswith("#")}
 
 
+# The logins the course takes: letters (any script), digits and _ . @ -, first a letter or
+# digit. A login names a folder of the exchange and a container, so it is data, never a word
+# of a command: no quote, space, $, ` or /, and no + or * (nbgrader's submit refuses them).
+# hub/values.yaml says the same; match() with \Z, so no trailing newline slips through.
+LOGIN_PATTERN = r"^\w[\w.@-]*\Z"
 students = names(Path(setting("HUB_STUDENTS")).read_text())
 instructors = names(setting("HUB_INSTRUCTORS"))
-if "+" in "".join(students | instructors):
-    raise SystemExit("jupyterhub_config.py: a login name holds '+', which nbgrader's exchange "
-                     "reserves (submissions are named <login>+<chapter>+<time>)")
+refused = sorted(n for n in students | instructors if not re.match(LOGIN_PATTERN, n))
+if refused:
+    raise SystemExit(f"jupyterhub_config.py: {', '.join(map(repr, refused))}: a login holds "
+                     "letters, digits and _ . @ - only, first a letter or a digit (it names "
+                     "the student's folder of the exchange; nbgrader refuses + and *)")
 
 # --- the hub and its proxy ----------------------------------------------------------------------
 
@@ -100,6 +110,7 @@ c.ConfigurableHTTPProxy.pid_file = str(DATA / "jupyterhub-proxy.pid")
 # --- who may log in ------------------------------------------------------------------------------
 
 c.Authenticator.allowed_users = students | instructors
+c.Authenticator.username_pattern = LOGIN_PATTERN  # whatever the authenticator, HUB_CONFIG's too
 c.Authenticator.admin_users = instructors
 if os.environ.get("HUB_PASSWORD"):
     c.JupyterHub.authenticator_class = "shared-password"
@@ -136,6 +147,30 @@ c.Spawner.http_timeout = 120
 # feedback 711), all the course account's, which releases, collects and returns feedback
 COURSE_USER = os.environ.get("HUB_COURSE_USER", "")
 COURSE_EXCHANGE = EXCHANGE / COURSE_ID
+STUDENT_UID = int(setting("HUB_STUDENT_UID", "1000"))
+
+
+def course_uid() -> int:
+    """The uid that owns the exchange; never the students': the feedback folder (0711) hides
+    its pages' names from everyone but its owner."""
+    import pwd
+
+    try:
+        uid = pwd.getpwnam(COURSE_USER).pw_uid if COURSE_USER else os.geteuid()
+    except KeyError:
+        raise SystemExit(f"jupyterhub_config.py: HUB_COURSE_USER={COURSE_USER}: no such user "
+                         "on this server") from None
+    if uid == STUDENT_UID:
+        who = f"HUB_COURSE_USER={COURSE_USER}" if COURSE_USER else "the hub's own user"
+        raise SystemExit(f"jupyterhub_config.py: {who} has uid {uid}, the students' own "
+                         "(HUB_STUDENT_UID): every student would own the exchange and could "
+                         "list and read every feedback page. Make the course an account of "
+                         "its own (sudo useradd --system commlab-course) and set "
+                         "HUB_COURSE_USER to it")
+    return uid
+
+
+course_uid()
 FOLDERS = {"": 0o755, "outbound": 0o755, "inbound": 0o733, "feedback": 0o711}
 
 

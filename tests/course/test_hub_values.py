@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import subprocess
 
 import jsonschema
 import pytest
@@ -75,3 +76,22 @@ def test_values_give_the_image_what_it_reads(values):
     assert re.search(rf'HUB_CPU_LIMIT", "{user["cpu"]["limit"]}"', config)
     gpus = [p for p in user["profileList"] if "kubespawner_override" in p]
     assert gpus[0]["kubespawner_override"]["extra_resource_limits"] == {"nvidia.com/gpu": "4"}
+
+
+@pytest.mark.parametrize("login", ["eve`touch${IFS}PWNED`", "eve$(touch PWNED)",
+                                   'eve"; touch PWNED; "', "alice"])
+def test_init_container_takes_the_login_as_data(values, tmp_path, login):
+    """The init container's command as KubeSpawner renders it (the login put for
+    {unescaped_username}) and as the container runtime runs it (no shell, one argument a
+    word): a login with a command in it makes a folder of that name and runs nothing."""
+    init = values["singleuser"]["initContainers"][0]
+    mount = init["volumeMounts"][0]["mountPath"]
+    exchange, cwd = tmp_path / "exchange", tmp_path / "cwd"
+    (exchange / "commlab" / "inbound").mkdir(parents=True)
+    cwd.mkdir()
+    command = [word.replace("{unescaped_username}", login).replace(mount, str(exchange))
+               for word in init["command"]]
+    subprocess.run(command, cwd=cwd, check=True, timeout=30)
+    made = exchange / "commlab" / "inbound" / login
+    assert made.is_dir() and (made.stat().st_mode & 0o777) == 0o733
+    assert [p.name for p in tmp_path.rglob("PWNED")] == []
