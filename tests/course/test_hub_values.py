@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
+import shutil
 import subprocess
+import tempfile
+import types
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -95,3 +100,94 @@ def test_init_container_takes_the_login_as_data(values, tmp_path, login):
     made = exchange / "commlab" / "inbound" / login
     assert made.is_dir() and (made.stat().st_mode & 0o777) == 0o733
     assert [p.name for p in tmp_path.rglob("PWNED")] == []
+
+
+# --- the exchange on Kubernetes: its volume, its layout, who makes what -------------------------
+
+EXCHANGE_VOLUME = ROOT / "hub" / "exchange-volume.yaml"
+
+
+@pytest.fixture(scope="module")
+def exchange_volume() -> dict:
+    return {doc["kind"]: doc for doc in yaml.safe_load_all(EXCHANGE_VOLUME.read_text())}
+
+
+def test_the_exchange_volume_is_the_one_the_values_mount_and_the_course_owns_it(
+        values, exchange_volume):
+    claim, job = exchange_volume["PersistentVolumeClaim"], exchange_volume["Job"]
+    mounted = {v["name"]: v for v in values["singleuser"]["storage"]["extraVolumes"]}
+    assert mounted["exchange"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert job["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] \
+        == claim["metadata"]["name"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    # the Job and the init container are the course's account: not root (NFS's root_squash),
+    # not the students' uid (who would own the exchange)
+    init = values["singleuser"]["initContainers"][0]["securityContext"]
+    layout = job["spec"]["template"]["spec"]["securityContext"]
+    assert init["runAsUser"] == layout["runAsUser"] not in (0, values["singleuser"]["uid"])
+    assert init["runAsNonRoot"] and layout["runAsNonRoot"]
+    assert not init["allowPrivilegeEscalation"] and init["capabilities"]["drop"] == ["ALL"]
+
+
+def _as(uid: int, command: list[str], **kwargs) -> subprocess.CompletedProcess:
+    def become():
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+
+    return subprocess.run(command, preexec_fn=become, capture_output=True, text=True,
+                          timeout=30, **kwargs)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="takes the course's and a student's uids (root)")
+def test_the_exchange_laid_out_and_each_inbound_made_by_the_course_account(values,
+                                                                            exchange_volume):
+    """The Job's and the init container's commands, run as their uid on a folder that uid may
+    write (an NFS export of its own): a student (uid 1000) hands in into her folder, cannot
+    list the inbound, another's folder or the feedback; the course's account lists hers."""
+    job = exchange_volume["Job"]["spec"]["template"]["spec"]
+    init = values["singleuser"]["initContainers"][0]
+    course_uid, student_uid = job["securityContext"]["runAsUser"], values["singleuser"]["uid"]
+    top = Path(tempfile.mkdtemp(prefix="exchange-"))
+    try:
+        top.chmod(0o755)
+        os.chown(top, course_uid, course_uid)
+        layout = [w.replace("/exchange", str(top)) for w in job["containers"][0]["command"]]
+        assert _as(course_uid, layout).returncode == 0
+        for login in ("alice", "bob"):
+            made = [w.replace("{unescaped_username}", login).replace("/exchange", str(top))
+                    for w in init["command"]]
+            done = _as(course_uid, made)
+            assert done.returncode == 0, done.stderr
+        inbound = top / "commlab" / "inbound"
+        entry = inbound / "alice" / "alice+01_broadcast+2026-12-01 10:00:00.0 UTC+r1"
+        assert _as(student_uid, ["mkdir", str(entry)]).returncode == 0
+        for folder in (inbound, inbound / "bob", top / "commlab" / "feedback"):
+            refused = _as(student_uid, ["ls", str(folder)])
+            assert refused.returncode != 0 and "Permission denied" in refused.stderr, folder
+        listed = _as(course_uid, ["ls", str(inbound / "alice")])
+        assert listed.stdout.strip() == entry.name
+    finally:
+        shutil.rmtree(top)
+
+
+def test_the_gpu_profile_is_offered_to_its_group_only(values):
+    """hub.extraConfig's hook, run as the chart runs it (after the chart set the profiles)."""
+    from traitlets.config import Config
+
+    config = Config()
+    config.KubeSpawner.profile_list = values["singleuser"]["profileList"]
+    for code in values["hub"]["extraConfig"].values():
+        exec(code, {"c": config})
+    offer = config.KubeSpawner.profile_list
+
+    def spawner(*groups):
+        user = types.SimpleNamespace(groups=[types.SimpleNamespace(name=g) for g in groups])
+        return types.SimpleNamespace(user=user)
+
+    def names(profiles):
+        return [p["display_name"].split(":")[0] for p in profiles]
+
+    assert names(offer(spawner())) == ["CPU"]
+    assert names(offer(spawner("formgrade-commlab"))) == ["CPU"]
+    assert names(offer(spawner("commlab-gpu"))) == ["CPU", "4 GPUs"]
