@@ -18,11 +18,11 @@ Layouts read (``grader.intake.downloads`` finds the files and asks :func:`read` 
 place for what was handed in, apart from the grader's own OUT. It also records, in
 ``collected/received.json``, when each submission was last changed in the exchange: the newest
 status-change time (ctime) of its folder and files, which the kernel (or the NFS server) sets
-and no student can. ``timestamp.txt`` is the student's own server's word: it stands only when
-it agrees with that record (within ``AGREE``); else the record is the time, and the notes say
-why. A submission changed in the exchange after it was collected is not collected again (what
-was collected is graded) and ``make collect`` names it. Without the record (grading the
-exchange itself, or ``nbgrader collect``'s copy) the times are the students' word alone.
+and no student can. That record is the submission's time; ``timestamp.txt`` is the student's
+own server's word, named in the notes where it disagrees (by more than ``AGREE``). A
+submission changed in the exchange after it was collected is not collected again (what was
+collected is graded) and ``make collect`` names it. Without the record (grading the exchange
+itself, or ``nbgrader collect``'s copy) the times are the students' word alone.
 
 A ``timestamp.txt`` that cannot be read is that submission's problem, never the class's: it is
 graded by the record's time, or untimed (no late mark), and its notes say so.
@@ -51,11 +51,10 @@ ENTRY = re.compile(r"(?P<claimed>[^/]+?)\+(?P<chapter>[^+/]+)\+(?P<time>[^/]+)")
 TIMESTAMP = "timestamp.txt"
 # make collect's record of when each submission was last changed in the exchange
 RECEIVED = "received.json"
-# how far timestamp.txt may be from the record and still be the time: nbgrader writes it, then
-# copies the notebook, within a second but on a server under load; the clocks of one server,
-# or of an NTP-synced cluster and its NFS server, agree to far less. What a student could gain
-# by it, at most.
-AGREE = datetime.timedelta(seconds=30)
+# how far timestamp.txt may be from the record before the notes say so: nbgrader writes it,
+# then copies the notebook, within a second but on a server under load; the clocks of one
+# server, or of an NTP-synced cluster and its NFS server, agree to far less
+AGREE = datetime.timedelta(seconds=10)
 SECRET = "submission_secret.txt"
 # what nbgrader keeps beside a submitted notebook: read here, never graded
 RECORDS = (TIMESTAMP, SECRET)
@@ -127,9 +126,9 @@ class Handed:
 
 def submitted_at(stamp: Path, received: datetime.datetime | None = None) -> Handed:
     """The time of the submission whose ``timestamp.txt`` is ``stamp`` (nbgrader writes
-    ``2026-11-24 18:11:14.280531 UTC``): the file's time where it agrees with ``received``
-    (make collect's record) or where there is no record; else the record's. A file that is
-    missing or says no time is noted, never raised: one student's file stops no one's grade."""
+    ``2026-11-24 18:11:14.280531 UTC``): ``received`` (make collect's record) where there is
+    one, and a note where the file disagrees with it; else the file's. A file that is missing
+    or says no time is noted, never raised: one student's file stops no one's grade."""
     from .deadlines import parse_time, shown
 
     claimed, trouble = None, ""
@@ -143,7 +142,7 @@ def submitted_at(stamp: Path, received: datetime.datetime | None = None) -> Hand
     if received is None:
         return Handed(claimed, [f"{trouble}: graded untimed (no late mark)"] if trouble else [])
     if claimed is not None and abs(claimed - received) <= AGREE:
-        return Handed(claimed)
+        return Handed(received)
     why = trouble or f"its timestamp.txt says {shown(claimed)}"
     return Handed(received, [f"{why}, but it was last changed in the exchange at "
                              f"{shown(received)} (make collect's record): graded as handed in "

@@ -36,6 +36,8 @@ import psutil
 import pytest
 import requests
 
+from grader.intake.deadlines import parse_time
+from grader.intake.exchange import AGREE
 from support import class_factory
 from support.containers import MEASURED, SCRATCH, free_port, step
 from support.course_copy import ROOT, tracked_copy
@@ -290,10 +292,32 @@ def _class_hands_in(hub: ClassHub, result: dict) -> None:
     time.sleep(1.1)
     result["due"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     time.sleep(1.1)
+    # dave, after the due date, rewrites his submission of before it (his nbgrader cache holds
+    # its folder's name), notebook and timestamp.txt; then hands in late
+    with step("hub: dave rewrites his submission after the due date"):
+        body = {"type": "notebook", "format": "json", "content": right}
+        students["dave"].json("PUT", students["dave"].lab_url,
+                              f"/api/contents/{CHAPTER}/{CHAPTER}.ipynb", json=body)
+        entry = _inbound_entry(hub, "dave", times["dave"][0])
+        result["rewritten"] = students["dave"].run_in_terminal(
+            students["dave"].lab_url,
+            f'cp ~/work/{CHAPTER}/{CHAPTER}.ipynb "{entry}/{CHAPTER}.ipynb" && '
+            f'printf %s "{times["dave"][0]}" > "{entry}/timestamp.txt"', timeout=120)
     with step("hub: late: carol once, dave again"):
         times["carol"] = [_answer_and_submit(students["carol"], right, hub.course_id)]
         times["dave"].append(_answer_and_submit(students["dave"], right, hub.course_id))
+    # carol writes a time that is none into hers: her problem alone
+    entry = _inbound_entry(hub, "carol", times["carol"][0])
+    result["garbage time"] = students["carol"].run_in_terminal(
+        students["carol"].lab_url, f'printf yesterday > "{entry}/timestamp.txt"', timeout=120)
     result["times"] = times
+
+
+def _inbound_entry(hub: ClassHub, login: str, stamp: str) -> str:
+    """The folder, as her server sees it, of ``login``'s submission of time ``stamp``."""
+    mine = hub.exchange / hub.course_id / "inbound" / login
+    name = next(p.name for p in mine.iterdir() if f"+{stamp}+" in p.name)
+    return f"$NBGRADER_EXCHANGE/{hub.course_id}/inbound/{name}"
 
 
 def _instructor_grades(hub: ClassHub, lines: dict[str, str], result: dict) -> None:
@@ -311,6 +335,13 @@ def _instructor_grades(hub: ClassHub, lines: dict[str, str], result: dict) -> No
 
 
 def _students_fetch_feedback(hub: ClassHub, result: dict) -> None:
+    # bob, in his terminal, after the feedback is out: can he list it, or write beside it?
+    course = f"$NBGRADER_EXCHANGE/{hub.course_id}"
+    result["prying"] = result["students"]["bob"].run_in_terminal(
+        result["students"]["bob"].lab_url,
+        f'ls "{course}/feedback"; echo "listed=$?"; touch "{course}/feedback/x"; '
+        f'echo "feedback=$?"; touch "{course}/outbound/x"; echo "outbound=$?"; '
+        f'mkdir "{course}/inbound/../x"; echo "beside=$?"; true', timeout=120)
     pages = {}
     with step("hub: each student fetches her feedback"):
         for name, student in result["students"].items():
@@ -404,16 +435,54 @@ def test_grades_csv_has_the_names_scores_and_late_flags(term):
     got = {name: (row["score"], row["status"], row["late"]) for name, row in rows.items()}
     assert got == {"alice": ("4", "graded", "on time"),  # alice's own, not bob's forgery
                    "bob": ("4", "graded", "on time"),  # his newest on time
-                   "carol": ("4", "graded", "late"),
-                   "dave": ("0", "graded", "on time"),  # his one on time, not the late one
+                   "carol": ("4", "graded", "late"),  # her garbage time: by the record
+                   "dave": ("4", "graded", "late"),  # his rewritten one is late too
                    "erin": ("0", "missing", "")}, got
-    assert rows["bob"]["submitted"] == term["times"]["bob"][1]
-    assert rows["dave"]["submitted"] == term["times"]["dave"][0]
-    assert "not the 1 later one, handed in after the due date" in rows["dave"]["notes"]
-    assert rows["carol"]["notes"].startswith("late: handed in")
+    # the times make collect saw them land, a moment after nbgrader's timestamps
+    for name, stamp in (("bob", term["times"]["bob"][1]), ("dave", term["times"]["dave"][1])):
+        landed = parse_time(rows[name]["submitted"], "t") - parse_time(stamp, "t")
+        assert datetime.timedelta(0) <= landed < AGREE, (name, rows[name]["submitted"], stamp)
+    assert "its timestamp.txt: 'yesterday' is not a time, but it was last changed in the " \
+        "exchange" in rows["carol"]["notes"], rows["carol"]["notes"]
+    assert "late: handed in" in rows["carol"]["notes"]
     results = json.loads((term["hub"].course / "grades" / "results.json").read_text())
     assert {o["student"]: o["late"] for o in results["outcomes"]} == {
-        "alice": False, "bob": False, "carol": True, "dave": False, "erin": None}
+        "alice": False, "bob": False, "carol": True, "dave": True, "erin": None}
+
+
+def test_a_submission_rewritten_after_the_due_date_is_late_and_a_garbage_time_stops_no_one(
+        term):
+    """dave's rewrite of his on-time submission (notebook and timestamp.txt) after the due
+    date: make collect's record says when, so it is late (his newest, the late one, is
+    graded); carol's 'yesterday' is hers alone (the class is graded)."""
+    assert term["rewritten"][0] == 0 and term["garbage time"][0] == 0, term["rewritten"]
+    rows = read_grades(term["hub"].course / "grades")
+    assert "2 submissions; graded the one of" in rows["dave"]["notes"], rows["dave"]["notes"]
+    record = json.loads((term["hub"].course / "collected" / "received.json").read_text())
+    rewritten = next(datetime.datetime.fromisoformat(when) for rel, when in record.items()
+                     if rel.startswith("dave/") and f"+{term['times']['dave'][0]}+" in rel)
+    assert rewritten > datetime.datetime.fromisoformat(term["due"])
+
+
+def test_a_student_cannot_list_the_feedback_or_write_outside_her_inbound(term):
+    code, shown = term["prying"]
+    said = dict(re.findall(r"^(listed|feedback|outbound|beside)=(\d+)", shown, re.M))
+    assert said.keys() == {"listed", "feedback", "outbound", "beside"}, shown[-2000:]
+    assert all(status != "0" for status in said.values()), shown[-2000:]
+    exchange = term["hub"].exchange / term["hub"].course_id
+    assert not (exchange / "x").exists() and not (exchange / "outbound" / "x").exists()
+
+
+def test_the_hub_refuses_a_login_that_could_run_as_a_command(term):
+    """The instructor, a hub admin, adds users in the hub's Admin page (its API): a login with
+    a shell command in it is refused (the pattern), a plain one is taken."""
+    teacher, api = term["teacher"], f"{term['hub'].url}/hub/api"
+    hostile = teacher.call("POST", api, "/users", json={"usernames": ["eve`touch PWNED`"]})
+    assert hostile.status_code == 400 and "Invalid username" in hostile.text, \
+        (hostile.status_code, hostile.text[:300])
+    plain = teacher.call("POST", api, "/users", json={"usernames": ["frank"]})
+    assert plain.status_code == 201, (plain.status_code, plain.text[:300])
+    assert teacher.call("DELETE", api, "/users/frank").status_code == 204
 
 
 def test_the_gradebook_knows_the_due_date_and_formgrader_lists_the_class(term):
@@ -424,10 +493,10 @@ def test_the_gradebook_knows_the_due_date_and_formgrader_lists_the_class(term):
                 for s in gb.find_assignment(CHAPTER).submissions}
         due = gb.find_assignment(CHAPTER).duedate
     assert due.replace(tzinfo=datetime.UTC) == datetime.datetime.fromisoformat(term["due"])
-    assert late["carol"] > 0 and late["alice"] == late["bob"] == late["dave"] == 0, late
+    assert late["carol"] > 0 and late["dave"] > 0 and late["alice"] == late["bob"] == 0, late
     listed = {s["student"]: s for s in term["submissions"]}
     assert {n: listed[n]["score"] for n in STUDENTS} == {
-        "alice": 4, "bob": 4, "carol": 4, "dave": 0}, term["submissions"]
+        "alice": 4, "bob": 4, "carol": 4, "dave": 4}, term["submissions"]
 
 
 def test_each_student_fetches_her_own_feedback_and_no_one_elses(term):
@@ -435,13 +504,13 @@ def test_each_student_fetches_her_own_feedback_and_no_one_elses(term):
     for name in STUDENTS:
         assert len(pages[name]) == 1, (name, list(pages[name]))
     graded = {"alice": term["times"]["alice"][0], "bob": term["times"]["bob"][1],
-              "carol": term["times"]["carol"][0], "dave": term["times"]["dave"][0]}
+              "carol": term["times"]["carol"][0], "dave": term["times"]["dave"][1]}
     for name, stamp in graded.items():
         assert list(pages[name]) == [stamp], (name, list(pages[name]))
     scores = {name: re.search(r"Score: ([\d.]+) / ([\d.]+)", next(iter(page.values())))
               for name, page in pages.items()}
     assert {n: float(m[1]) for n, m in scores.items()} == {
-        "alice": 4, "bob": 4, "carol": 4, "dave": 0}
+        "alice": 4, "bob": 4, "carol": 4, "dave": 4}
     for page in (p for by_time in pages.values() for p in by_time.values()):
         assert "BEGIN HIDDEN TESTS" not in page
     assert "released 4 feedback pages to 4 students" in term["release-feedback"][1]

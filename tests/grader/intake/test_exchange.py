@@ -191,9 +191,10 @@ def test_intake_reads_the_exchange_with_its_times(handed_in, tmp_path, layout):
 def test_a_time_rests_on_make_collects_record_where_the_students_file_disagrees(tmp_path):
     stamp = tmp_path / "timestamp.txt"
     received = _at(30)
-    stamp.write_text("2026-12-01 23:30:01.500000 UTC")  # nbgrader's, just before its copy
-    assert submitted_at(stamp, received).at == _at(30) + datetime.timedelta(seconds=1.5)
-    assert submitted_at(stamp, None).at == _at(30) + datetime.timedelta(seconds=1.5)
+    stamp.write_text("2026-12-01 23:29:58.500000 UTC")  # nbgrader's, just before its copy
+    assert submitted_at(stamp, received).at == received  # the record, always
+    assert submitted_at(stamp, received).notes == []  # agreeing: nothing to say
+    assert submitted_at(stamp, None).at == _at(29) + datetime.timedelta(seconds=58.5)
     stamp.write_text("2026-12-01 22:00:00 UTC")  # backdated
     backdated = submitted_at(stamp, received)
     assert backdated.at == received
@@ -332,7 +333,9 @@ def test_graded_feedback_fetched_and_a_second_run(handed_in):
                    "mallory": ("0", "missing", "")}
     assert rows["erin"]["notes"] == "not on the roster"
     assert "1 student not on the roster handed in: erin" in said
-    assert rows["dave"]["submitted"] == times["dave"][0]
+    # the time make collect saw it land, a moment after nbgrader's timestamp
+    landed = parse_time(rows["dave"]["submitted"], "t") - parse_time(times["dave"][0], "t")
+    assert datetime.timedelta(0) <= landed < datetime.timedelta(seconds=1)
     results = json.loads((folder / "out" / "results.json").read_text())
     assert {o["student"]: o["late"] for o in results["outcomes"]}["dave"] is True
     with Gradebook(f"sqlite:///{gradebook}") as gb:
