@@ -92,8 +92,8 @@ def _grade_parser(verbs) -> None:
                             "one per CPU and one more, within the memory)")
     grade.add_argument("--limit", type=float, default=300,
                        help="seconds one submission may take in all (default 300)")
-    grade.add_argument("--cell-timeout", type=int, default=course.CELL_TIMEOUT,
-                       help=f"seconds one cell may run (default {course.CELL_TIMEOUT})")
+    grade.add_argument("--cell-timeout", type=int, default=course.GRADING_CELL_TIMEOUT,
+                       help=f"seconds one cell may run (default {course.GRADING_CELL_TIMEOUT})")
     grade.add_argument("--no-sandbox", action="store_true",
                        help="run student code without namespaces (e.g. inside a container "
                             "already started with --network none)")

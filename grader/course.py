@@ -20,10 +20,16 @@ INSTRUCTOR_DB = GRADER / "gradebook.db"
 # The course's own settings for grading (the chapters' due dates)
 COURSE_CONFIG = GRADER / "course.toml"
 
-# Seconds one cell may run before it is interrupted. Every commlab run in a test cell stops
-# within commlab.checks.GRADING_TIMEOUT (8 s), so a hung cell is cut by commlab first; this is
-# the backstop, nbgrader's own default.
+# Seconds one cell may run before it is interrupted, in Validate and make check (nbgrader's own
+# default). Every commlab run in a test cell stops within commlab.checks.GRADING_TIMEOUT (8 s),
+# so a hung cell is cut by commlab first; this is the backstop.
 CELL_TIMEOUT = 30
+# The same backstop when grading, where a test cell also runs the hidden cases (chapter 17's
+# FullyShardedModule test: 7 runs, 29.6 s for a correct answer at the default --jobs on 2
+# cores, where 30 s cut honest work): above what a cell's runs may take by their own limits
+# (tests/chapters/test_solutions.py checks every chapter's cells against it). A submission's
+# cells together stay within batch.Settings.limit.
+GRADING_CELL_TIMEOUT = 120
 
 
 # What `make setup` installs from, and the stamp it leaves in the environment when done.

@@ -40,7 +40,7 @@ class Settings:
 
     jobs: int = 2
     limit: float = 300.0  # seconds one submission may take in all
-    cell_timeout: int = course.CELL_TIMEOUT
+    cell_timeout: int = course.GRADING_CELL_TIMEOUT
     sandbox: bool | None = None  # None: wherever the machine allows it
     db: Path = course.INSTRUCTOR_DB
     keep: bool = False  # keep each submission's grading log under OUT/kept
