@@ -32,8 +32,8 @@ HUB_SHM_SIZE        its /dev/shm (1g), HUB_CULL_AFTER seconds idle before it is 
 HUB_API_PORT, HUB_PROXY_API_PORT, HUB_FORMGRADER_PORT  ports on this server (8081, 8001, 9881)
 
 Each student's server is a container of the course's image (uid 1000, jovyan) with a volume for
-the home, the exchange's released chapters and feedback read-only, and a folder of the
-exchange's inbound of her own, chosen by the hub from her login: whatever a student claims in
+the home, the exchange's released chapters and her own feedback pages read-only, and a folder
+of the exchange's inbound of her own, chosen by the hub from her login: whatever a student claims in
 a submission, it lands in her folder, and the grader reads her identity from it
 (grader/intake/exchange.py). Formgrader runs as a hub service, for HUB_INSTRUCTORS only, in the
 course's folder, with the course's environment (.venv).
@@ -144,7 +144,8 @@ c.Spawner.start_timeout = 180
 c.Spawner.http_timeout = 120
 
 # nbgrader's exchange: the folders and modes nbgrader gives them (released 755, inbound 733,
-# feedback 711), all the course account's, which releases, collects and returns feedback
+# feedback 711), all the course account's, which releases, collects and returns feedback; and
+# feedback-of/, each student's pages under her login (make release-feedback files them there)
 COURSE_USER = os.environ.get("HUB_COURSE_USER", "")
 COURSE_EXCHANGE = EXCHANGE / COURSE_ID
 STUDENT_UID = int(setting("HUB_STUDENT_UID", "1000"))
@@ -171,7 +172,8 @@ def course_uid() -> int:
 
 
 course_uid()
-FOLDERS = {"": 0o755, "outbound": 0o755, "inbound": 0o733, "feedback": 0o711}
+FOLDERS = {"": 0o755, "outbound": 0o755, "inbound": 0o733, "feedback": 0o711,
+           "feedback-of": 0o711}
 
 
 def course_owned(path: Path, mode: int) -> None:
@@ -190,16 +192,19 @@ for folder, mode in FOLDERS.items():
 
 
 def own_exchange(spawner) -> None:
-    """The exchange as this student's container sees it: the released chapters and the
-    feedback read-only, and an inbound folder of her own (write and pass, no listing, as
-    nbgrader's inbound), named after her hub login."""
+    """The exchange as this student's container sees it: the released chapters read-only, her
+    own feedback pages read-only (nbgrader's fetch finds a page by its name; no one else's is
+    there, whatever uid the container runs as), and an inbound folder of her own (write and
+    pass, no listing, as nbgrader's inbound); both named after her hub login."""
     mine = COURSE_EXCHANGE / "inbound" / spawner.user.name
     course_owned(mine, stat.S_IRWXU | stat.S_IWGRP | stat.S_IXGRP | stat.S_IWOTH | stat.S_IXOTH)
+    pages = COURSE_EXCHANGE / "feedback-of" / spawner.user.name
+    course_owned(pages, 0o711)
     inside = f"{EXCHANGE_INSIDE}/{COURSE_ID}"
     spawner.volumes = {
         **c.DockerSpawner.volumes,
         str(COURSE_EXCHANGE / "outbound"): {"bind": f"{inside}/outbound", "mode": "ro"},
-        str(COURSE_EXCHANGE / "feedback"): {"bind": f"{inside}/feedback", "mode": "ro"},
+        str(pages): {"bind": f"{inside}/feedback", "mode": "ro"},
         str(mine): {"bind": f"{inside}/inbound", "mode": "rw"},
     }
 

@@ -13,6 +13,11 @@ laid out as nbgrader's ``release_feedback`` reads them, in ``OUT/exchange-feedba
 <chapter>/`` (the page, the submission's ``timestamp.txt`` and ``submission_secret.txt``), then
 released by nbgrader's own exchange code. Releasing again (a regraded class, a late
 submission graded a week later) replaces a page of the same submission and adds the new ones.
+
+Each page is also filed under its student's hub login, ``feedback-of/<login>/`` beside
+nbgrader's ``feedback/``: a hub mounts that folder alone as her feedback (hub/
+jupyterhub_config.py, hub/values.yaml), so her server holds her pages and no one else's,
+whatever uid it runs as.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from pathlib import Path
 from .gradebook import SECRET, SUBMITTED, read_results
 
 STAGE = "exchange-feedback"
+# each student's pages, by hub login, in the exchange's course folder (what a hub mounts as hers)
+OWN_FEEDBACK = "feedback-of"
 
 
 @dataclass
@@ -42,7 +49,8 @@ def release(out: Path, exchange: Path, course_id: str) -> Released:
     done = Released()
     stage = out / STAGE
     chapters = set()
-    for outcome in read_results(out).outcomes:
+    results = read_results(out)
+    for outcome in results.outcomes:
         where = f"{outcome.student}/{outcome.chapter}"
         if outcome.feedback is None:
             if outcome.cells or outcome.status.value != "missing":
@@ -62,15 +70,41 @@ def release(out: Path, exchange: Path, course_id: str) -> Released:
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         # readable by every student's server: the exchange's feedback folder hides the names
-        for source, name in ((page, f"{outcome.chapter}.html"), (kept / SECRET, SECRET),
-                             (kept / "timestamp.txt", "timestamp.txt")):
+        for source, name in ((page, f"{outcome.chapter}.html"), (kept / SECRET, SECRET)):
             shutil.copyfile(source, target / name)
             (target / name).chmod(0o644)
+        # nbgrader's release reads the time for its log only; a submission may have none
+        stamp = kept / "timestamp.txt"
+        (target / "timestamp.txt").write_text(stamp.read_text(errors="replace")
+                                              if stamp.is_file() else outcome.submitted or "")
         chapters.add(outcome.chapter)
         done.pages.append((outcome.student, outcome.chapter))
     for chapter in sorted(chapters):
         _release_chapter(out, exchange, course_id, chapter)
+    for student, chapter in done.pages:
+        login = results.students.get(student, {}).get("username", student)
+        if login in ("", ".", "..") or "/" in login:  # no hub login names such a folder
+            continue
+        _file_under_login(exchange / course_id, login, chapter,
+                          (out / SUBMITTED / student / chapter / SECRET).read_text())
     return done
+
+
+def _file_under_login(course: Path, login: str, chapter: str, secret: str) -> None:
+    """Copy the page nbgrader released for the submission of ``secret`` into ``login``'s own
+    feedback folder (no listing, as nbgrader's own: her server finds a page by its name)."""
+    from nbgrader.utils import notebook_hash
+
+    name = f"{notebook_hash(secret=secret, notebook_id=chapter)}.html"
+    mine = course / OWN_FEEDBACK / login
+    for folder in (mine.parent, mine):
+        if not folder.is_dir():  # else the hub made it, with these modes
+            folder.mkdir()
+            folder.chmod(0o711)
+    partial = mine / f".{name}.copying"
+    shutil.copyfile(course / "feedback" / name, partial)
+    partial.chmod(0o644)
+    partial.replace(mine / name)
 
 
 def _release_chapter(out: Path, exchange: Path, course_id: str, chapter: str) -> None:

@@ -20,6 +20,7 @@ import jsonschema
 import pytest
 import yaml
 
+from grader.trusted.exchange_feedback import OWN_FEEDBACK
 from support.course_copy import ROOT
 
 VALUES = ROOT / "hub" / "values.yaml"
@@ -57,8 +58,8 @@ def test_values_name_the_chart_version_of_the_schema_and_its_jupyterhub(values):
     assert "chart 4.4.0" in json.loads(SCHEMA.read_text())["$comment"]
     image = values["singleuser"]["image"]
     assert image["tag"] == "5.5.0"
-    init = values["singleuser"]["initContainers"][0]
-    assert init["image"] == f"{image['name']}:{image['tag']}"
+    for init in values["singleuser"]["initContainers"]:
+        assert init["image"] == f"{image['name']}:{image['tag']}"
 
 
 def test_values_give_the_image_what_it_reads(values):
@@ -75,6 +76,9 @@ def test_values_give_the_image_what_it_reads(values):
     own = mounts[f"{course}/inbound"]
     assert own["subPath"] == f"{env['COMMLAB_COURSE_ID']}/inbound/{{unescaped_username}}"
     assert not own.get("readOnly")
+    # her feedback is her own pages' folder, where make release-feedback files them
+    assert mounts[f"{course}/feedback"]["subPath"] == \
+        f"{env['COMMLAB_COURSE_ID']}/{OWN_FEEDBACK}/{{unescaped_username}}"
     # the same limits as the one-server hub gives each server
     config = (ROOT / "hub" / "jupyterhub_config.py").read_text()
     assert re.search(rf'HUB_MEM_LIMIT", "{user["memory"]["limit"]}"', config)
@@ -85,20 +89,22 @@ def test_values_give_the_image_what_it_reads(values):
 
 @pytest.mark.parametrize("login", ["eve`touch${IFS}PWNED`", "eve$(touch PWNED)",
                                    'eve"; touch PWNED; "', "alice"])
-def test_init_container_takes_the_login_as_data(values, tmp_path, login):
-    """The init container's command as KubeSpawner renders it (the login put for
+def test_init_containers_take_the_login_as_data(values, tmp_path, login):
+    """Each init container's command as KubeSpawner renders it (the login put for
     {unescaped_username}) and as the container runtime runs it (no shell, one argument a
     word): a login with a command in it makes a folder of that name and runs nothing."""
-    init = values["singleuser"]["initContainers"][0]
-    mount = init["volumeMounts"][0]["mountPath"]
     exchange, cwd = tmp_path / "exchange", tmp_path / "cwd"
-    (exchange / "commlab" / "inbound").mkdir(parents=True)
+    for folder in ("inbound", OWN_FEEDBACK):
+        (exchange / "commlab" / folder).mkdir(parents=True)
     cwd.mkdir()
-    command = [word.replace("{unescaped_username}", login).replace(mount, str(exchange))
-               for word in init["command"]]
-    subprocess.run(command, cwd=cwd, check=True, timeout=30)
-    made = exchange / "commlab" / "inbound" / login
-    assert made.is_dir() and (made.stat().st_mode & 0o777) == 0o733
+    for init, folder, mode in zip(values["singleuser"]["initContainers"],
+                                  ("inbound", OWN_FEEDBACK), (0o733, 0o711), strict=True):
+        mount = init["volumeMounts"][0]["mountPath"]
+        command = [word.replace("{unescaped_username}", login).replace(mount, str(exchange))
+                   for word in init["command"]]
+        subprocess.run(command, cwd=cwd, check=True, timeout=30)
+        made = exchange / "commlab" / folder / login
+        assert made.is_dir() and (made.stat().st_mode & 0o777) == mode, folder
     assert [p.name for p in tmp_path.rglob("PWNED")] == []
 
 
@@ -122,11 +128,13 @@ def test_the_exchange_volume_is_the_one_the_values_mount_and_the_course_owns_it(
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
     # the Job and the init container are the course's account: not root (NFS's root_squash),
     # not the students' uid (who would own the exchange)
-    init = values["singleuser"]["initContainers"][0]["securityContext"]
     layout = job["spec"]["template"]["spec"]["securityContext"]
-    assert init["runAsUser"] == layout["runAsUser"] not in (0, values["singleuser"]["uid"])
-    assert init["runAsNonRoot"] and layout["runAsNonRoot"]
-    assert not init["allowPrivilegeEscalation"] and init["capabilities"]["drop"] == ["ALL"]
+    assert layout["runAsUser"] not in (0, values["singleuser"]["uid"]) and layout["runAsNonRoot"]
+    for init in values["singleuser"]["initContainers"]:
+        context = init["securityContext"]
+        assert context["runAsUser"] == layout["runAsUser"] and context["runAsNonRoot"]
+        assert not context["allowPrivilegeEscalation"] and context["capabilities"]["drop"] == \
+            ["ALL"]
 
 
 def _as(uid: int, command: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -144,9 +152,9 @@ def test_the_exchange_laid_out_and_each_inbound_made_by_the_course_account(value
                                                                             exchange_volume):
     """The Job's and the init container's commands, run as their uid on a folder that uid may
     write (an NFS export of its own): a student (uid 1000) hands in into her folder, cannot
-    list the inbound, another's folder or the feedback; the course's account lists hers."""
+    list the inbound, another's folder, the feedback or her own feedback folder (her server
+    finds a page by its name); the course's account lists hers."""
     job = exchange_volume["Job"]["spec"]["template"]["spec"]
-    init = values["singleuser"]["initContainers"][0]
     course_uid, student_uid = job["securityContext"]["runAsUser"], values["singleuser"]["uid"]
     top = Path(tempfile.mkdtemp(prefix="exchange-"))
     try:
@@ -155,14 +163,17 @@ def test_the_exchange_laid_out_and_each_inbound_made_by_the_course_account(value
         layout = [w.replace("/exchange", str(top)) for w in job["containers"][0]["command"]]
         assert _as(course_uid, layout).returncode == 0
         for login in ("alice", "bob"):
-            made = [w.replace("{unescaped_username}", login).replace("/exchange", str(top))
-                    for w in init["command"]]
-            done = _as(course_uid, made)
-            assert done.returncode == 0, done.stderr
+            for init in values["singleuser"]["initContainers"]:
+                made = [w.replace("{unescaped_username}", login).replace("/exchange", str(top))
+                        for w in init["command"]]
+                done = _as(course_uid, made)
+                assert done.returncode == 0, done.stderr
         inbound = top / "commlab" / "inbound"
         entry = inbound / "alice" / "alice+01_broadcast+2026-12-01 10:00:00.0 UTC+r1"
         assert _as(student_uid, ["mkdir", str(entry)]).returncode == 0
-        for folder in (inbound, inbound / "bob", top / "commlab" / "feedback"):
+        pages = top / "commlab" / OWN_FEEDBACK
+        for folder in (inbound, inbound / "bob", top / "commlab" / "feedback", pages,
+                       pages / "alice"):
             refused = _as(student_uid, ["ls", str(folder)])
             assert refused.returncode != 0 and "Permission denied" in refused.stderr, folder
         listed = _as(course_uid, ["ls", str(inbound / "alice")])

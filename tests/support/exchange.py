@@ -1,8 +1,9 @@
 """nbgrader's exchange as a class on a hub uses it, driven through nbgrader's own exchange code
 in this process: a chapter released, students submitting from their work folders into an
 inbound folder of their own (as hub/jupyterhub_config.py mounts it into each server), and
-fetching their feedback. Each student has a home of her own (her work folder and nbgrader's
-cache, which holds each submission's secret) and her own view of the exchange."""
+fetching their feedback from a folder of their own pages. Each student has a home of her own
+(her work folder and nbgrader's cache, which holds each submission's secret) and her own view
+of the exchange."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import nbformat
 
+from grader.trusted.exchange_feedback import OWN_FEEDBACK
 from support.course_copy import ROOT
 
 COURSE_ID = "commlab"
@@ -45,17 +47,18 @@ class Exchange:
         shutil.copytree(ROOT / "notebooks" / chapter, outbound, dirs_exist_ok=True)
 
     def view(self, login: str) -> Path:
-        """The exchange as ``login``'s server sees it: released chapters and feedback, and the
-        inbound folder of her own."""
+        """The exchange as ``login``'s server sees it: released chapters, her own feedback
+        pages' folder as the feedback, and the inbound folder of her own."""
         view = self.homes / login / "exchange"
         course = view / COURSE_ID
         if not course.exists():
             course.mkdir(parents=True)
             mine = self.root / COURSE_ID / "inbound" / login
             mine.mkdir(exist_ok=True)
+            pages = self.root / COURSE_ID / OWN_FEEDBACK / login
+            pages.mkdir(parents=True, exist_ok=True)
             for name, target in (("outbound", self.root / COURSE_ID / "outbound"),
-                                 ("feedback", self.root / COURSE_ID / "feedback"),
-                                 ("inbound", mine)):
+                                 ("feedback", pages), ("inbound", mine)):
                 (course / name).symlink_to(target)
         return view
 

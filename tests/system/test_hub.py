@@ -38,6 +38,7 @@ import requests
 
 from grader.intake.deadlines import parse_time
 from grader.intake.exchange import AGREE
+from grader.trusted.exchange_feedback import OWN_FEEDBACK
 from support import class_factory
 from support.containers import MEASURED, SCRATCH, free_port, step
 from support.course_copy import ROOT, tracked_copy
@@ -514,6 +515,10 @@ def test_each_student_fetches_her_own_feedback_and_no_one_elses(term):
     for page in (p for by_time in pages.values() for p in by_time.values()):
         assert "BEGIN HIDDEN TESTS" not in page
     assert "released 4 feedback pages to 4 students" in term["release-feedback"][1]
+    # what each server mounts as its feedback: that student's page alone
+    own = term["hub"].exchange / term["hub"].course_id / OWN_FEEDBACK
+    assert {name: len(list((own / name).iterdir())) for name in STUDENTS} == \
+        dict.fromkeys(STUDENTS, 1)
 
 
 def test_a_students_server_runs_a_chapter_within_its_limit(term):

@@ -23,6 +23,7 @@ from grader import course
 from grader.intake import IntakeError, collect
 from grader.intake.deadlines import choose, due_dates, parse_time
 from grader.intake.exchange import AGREE, copy_inbound, parse_name, received_times, submitted_at
+from grader.trusted.exchange_feedback import OWN_FEEDBACK
 from support import class_factory
 from support.course_copy import ROOT
 from support.exchange import COURSE_ID, Exchange
@@ -348,6 +349,13 @@ def test_graded_feedback_fetched_and_a_second_run(handed_in):
     pages = {name: exchange.fetch_feedback(name, CHAPTER)
              for name in ("alice", "bob", "carol", "dave", "erin", "mallory")}
     assert pages["mallory"] == []  # her forgery is graded for no one
+    # each student's folder of pages (all her server sees) holds hers alone
+    own = {name: sorted(p.name for p in (exchange.root / COURSE_ID / OWN_FEEDBACK / name)
+                        .iterdir()) for name in ("alice", "bob", "carol", "dave", "erin")}
+    assert all(len(names) == 1 for names in own.values()), own
+    assert len({names[0] for names in own.values()}) == 5
+    assert not (exchange.root / COURSE_ID / OWN_FEEDBACK / "mallory").exists() or \
+        list((exchange.root / COURSE_ID / OWN_FEEDBACK / "mallory").iterdir()) == []
     for name in ("alice", "bob", "carol", "dave", "erin"):
         assert len(pages[name]) == 1, (name, pages[name])
     assert pages["bob"][0].parent.name == times["bob"][1]  # the submission graded
