@@ -281,6 +281,23 @@ def test_a_submission_changed_after_the_due_date_is_late_or_graded_as_collected(
         (f"gina/{CHAPTER}.ipynb", "its name does not follow")]
 
 
+def test_make_collect_copies_a_link_as_a_link_and_intake_names_it(tmp_path):
+    """A link in a student's submission folder, to a file the collecting account may read and
+    she may not: copied as the link (following it would hand her the file), then named."""
+    exchange = Exchange(tmp_path / "exchange", tmp_path / "homes")
+    exchange.release(CHAPTER)
+    stamp = exchange.submit("bob", CHAPTER, class_factory.correct(CHAPTER))
+    secret = tmp_path / "course-only.ipynb"
+    secret.write_text("the instructor's")
+    (_entry(exchange, "bob", stamp) / "02_scatter.ipynb").symlink_to(secret)
+    copy_inbound(exchange.root, COURSE_ID, tmp_path / "collected")
+    copied = _entry(exchange, "bob", stamp).name
+    assert (tmp_path / "collected" / "bob" / copied / "02_scatter.ipynb").is_symlink()
+    found = collect(tmp_path / "collected", tmp_path / "scratch", course.chapters())
+    assert [(s.student, s.chapter) for s in found.submissions] == [("bob", CHAPTER)]
+    assert [s.why for s in found.skipped] == ["a link to outside the submissions folder"]
+
+
 def test_a_login_may_hold_a_plus_and_a_time_its_zone_number():
     chapters = course.chapters()
     assert parse_name(f"alice+ml@uni.edu+{CHAPTER}+2026-12-01 23:59:00.1 +04+x1", chapters) \
