@@ -24,7 +24,7 @@ HUB_EXCHANGE        nbgrader's exchange on this server (default /srv/nbgrader/ex
 HUB_COURSE          the course's folder on this server, where Formgrader runs (make: the checkout)
 HUB_COURSE_ID       nbgrader's course id (default commlab)
 HUB_COURSE_USER     the system user Formgrader runs as (default: the hub's own user); not the
-                    students' uid, or every student could list the feedback
+                    students' uid, or every student would own the exchange
 HUB_STUDENT_UID     the uid of the students' containers (default 1000, the image's jovyan)
 HUB_DATA            the hub's database and cookie secret (default build/hub-data)
 HUB_MEM_LIMIT       memory of one student's server (default 3G), HUB_CPU_LIMIT its CPUs (2),
@@ -33,8 +33,8 @@ HUB_API_PORT, HUB_PROXY_API_PORT, HUB_FORMGRADER_PORT  ports on this server (808
 
 Each student's server is a container of the course's image (uid 1000, jovyan) with a volume for
 the home, the exchange's released chapters and her own feedback pages read-only, and a folder
-of the exchange's inbound of her own, chosen by the hub from her login: whatever a student claims in
-a submission, it lands in her folder, and the grader reads her identity from it
+of the exchange's inbound of her own, chosen by the hub from her login: whatever a student
+claims in a submission, it lands in her folder, and the grader reads her identity from it
 (grader/intake/exchange.py). Formgrader runs as a hub service, for HUB_INSTRUCTORS only, in the
 course's folder, with the course's environment (.venv).
 """
@@ -152,8 +152,8 @@ STUDENT_UID = int(setting("HUB_STUDENT_UID", "1000"))
 
 
 def course_uid() -> int:
-    """The uid that owns the exchange; never the students': the feedback folder (0711) hides
-    its pages' names from everyone but its owner."""
+    """The uid that owns the exchange; never the students': the inbound (0733) and feedback
+    (0711) folders hide their names from everyone but their owner."""
     import pwd
 
     try:
@@ -165,9 +165,9 @@ def course_uid() -> int:
         who = f"HUB_COURSE_USER={COURSE_USER}" if COURSE_USER else "the hub's own user"
         raise SystemExit(f"jupyterhub_config.py: {who} has uid {uid}, the students' own "
                          "(HUB_STUDENT_UID): every student would own the exchange and could "
-                         "list and read every feedback page. Make the course an account of "
-                         "its own (sudo useradd --system commlab-course) and set "
-                         "HUB_COURSE_USER to it")
+                         "list and read every submission and feedback page. Make the course "
+                         "an account of its own (sudo useradd --system commlab-course) and "
+                         "set HUB_COURSE_USER to it")
     return uid
 
 
