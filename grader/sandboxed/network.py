@@ -26,6 +26,7 @@ import os
 import signal
 import socket
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,9 +235,15 @@ def _family(pid: int) -> list[int]:
         return []
 
 
+# How long a stopped process may take to be seen stopped, at most (a loaded machine schedules
+# it late; the count waits for it rather than run beside it)
+STOP_WAIT = 2.0
+
+
 def _freeze(pids: list[int], rounds: int = 5) -> None:
-    """SIGSTOP every process of the ranks, again until no new one shows (one forking while the
-    others stop)."""
+    """SIGSTOP every process of the ranks, and wait until each is stopped (a signal takes
+    effect when its process next runs, which on a loaded machine is later: until then it still
+    runs, and may fork); again until no new one shows."""
     stopped: set[int] = set()
     for _ in range(rounds):
         found = {pid for first in pids for pid in _family(first)} - stopped
@@ -247,7 +254,25 @@ def _freeze(pids: list[int], rounds: int = 5) -> None:
                 os.kill(pid, signal.SIGSTOP)
             except ProcessLookupError:
                 pass
+        _until_stopped(found)
         stopped |= found
+
+
+def _until_stopped(pids: set[int]) -> None:
+    deadline = time.monotonic() + STOP_WAIT
+    while pids and time.monotonic() < deadline:
+        pids = {pid for pid in pids if _state(pid) not in "TtZX"}
+        if pids:
+            time.sleep(0.001)
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (R, S, T for stopped, Z, ...), or "X" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0].decode()
+    except (OSError, IndexError):
+        return "X"
 
 
 def _where(snap: Snapshot) -> dict[tuple[bytes, int], Any]:
