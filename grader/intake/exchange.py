@@ -196,10 +196,10 @@ def copy_inbound(exchange: Path, course_id: str, dest: Path) -> Collected:
     received = received_times(dest)
     done = Collected()
     for entry, rel in _entries(inbound):
-        target, key, changed = dest / rel, rel.as_posix(), last_changed(entry)
+        target, key = dest / rel, rel.as_posix()
         if target.exists():
             done.kept += 1
-            if key in received and changed > received[key]:
+            if key in received and last_changed(entry) > received[key]:
                 done.changed.append(key)
             continue
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -261,18 +261,21 @@ def _freeze(pids: list[int], rounds: int = 5) -> None:
 def _until_stopped(pids: set[int]) -> None:
     deadline = time.monotonic() + STOP_WAIT
     while pids and time.monotonic() < deadline:
-        pids = {pid for pid in pids if _state(pid) not in "TtZX"}
+        pids = {pid for pid in pids if not _stopped(pid)}
         if pids:
             time.sleep(0.001)
 
 
-def _state(pid: int) -> str:
-    """The process's state letter (R, S, T for stopped, Z, ...), or "X" when it is gone."""
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped, or gone (it runs nothing more either way)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rpartition(b")")[2].split()[0].decode()
-    except (OSError, IndexError):
-        return "X"
+        return psutil.Process(pid).status() in _STILL
+    except psutil.Error:
+        return True
+
+
+_STILL = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_ZOMBIE,
+          psutil.STATUS_DEAD)
 
 
 def _where(snap: Snapshot) -> dict[tuple[bytes, int], Any]:

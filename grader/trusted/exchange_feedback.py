@@ -49,6 +49,7 @@ def release(out: Path, exchange: Path, course_id: str) -> Released:
     done = Released()
     stage = out / STAGE
     chapters = set()
+    secrets: dict[tuple[str, str], str] = {}  # (student, chapter) -> its submission's secret
     results = read_results(out)
     for outcome in results.outcomes:
         where = f"{outcome.student}/{outcome.chapter}"
@@ -79,14 +80,14 @@ def release(out: Path, exchange: Path, course_id: str) -> Released:
                                               if stamp.is_file() else outcome.submitted or "")
         chapters.add(outcome.chapter)
         done.pages.append((outcome.student, outcome.chapter))
+        secrets[(outcome.student, outcome.chapter)] = (kept / SECRET).read_text()
     for chapter in sorted(chapters):
         _release_chapter(out, exchange, course_id, chapter)
     for student, chapter in done.pages:
         login = results.students.get(student, {}).get("username", student)
         if login in ("", ".", "..") or "/" in login:  # no hub login names such a folder
             continue
-        _file_under_login(exchange / course_id, login, chapter,
-                          (out / SUBMITTED / student / chapter / SECRET).read_text())
+        _file_under_login(exchange / course_id, login, chapter, secrets[(student, chapter)])
     return done
 
 
