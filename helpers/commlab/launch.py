@@ -153,13 +153,12 @@ def run_pickled(payload: bytes, world_size: int, *, backend: str = "auto",
 
 
 def start_ahead_after_this_cell() -> None:
-    """In a Jupyter kernel, once the cell that runs this (the import cell) has finished, start
-    the forkserver and a first run's ranks in the background (:func:`processes.start_ahead`).
-
-    The forkserver takes seconds to import torch; a notebook's first ``run`` usually comes
-    several cells later, and then finds it ready. Nothing happens outside a kernel, inside a
-    rank, under torchrun, or where the cell sent every later ``run`` elsewhere (a grader's
-    scoring kernel, :func:`launch_elsewhere`).
+    """In a Jupyter kernel, once the cell that runs this (the import cell) has finished, fork
+    the forkserver from the kernel (:func:`processes.fork_forkserver_from_here`: torch is
+    imported already) and start a first run's ranks in the background
+    (:func:`processes.start_ahead`). Nothing happens outside a kernel, inside a rank, under
+    torchrun, or where the cell sent every later ``run`` elsewhere (a grader's scoring kernel,
+    :func:`launch_elsewhere`).
     """
     if os.environ.get("COMMLAB_WORKER") or torchrun.launched_by_torchrun():
         return
@@ -170,6 +169,7 @@ def start_ahead_after_this_cell() -> None:
     def after_the_cell(*_: Any) -> None:
         shell.events.unregister("post_run_cell", after_the_cell)
         if _elsewhere is None:
+            processes.fork_forkserver_from_here(DEFAULT_WORLD_SIZE)
             processes.start_ahead(DEFAULT_WORLD_SIZE)
 
     shell.events.register("post_run_cell", after_the_cell)

@@ -5,8 +5,11 @@ defined in a notebook cell is not there (``Can't get attribute 'example' on <mod
 '__main__'>``). Why not plain fork: a forked child of a kernel that used CUDA can't use CUDA, and
 fork copies the kernel's threads and state. Why not torch elastic's ``start_processes``: it
 spawns (seconds per call) and has no live per-rank board. So the workers come from a
-forkserver, a clean process with torch preloaded (seconds, once per kernel), and the function
-travels to them by value with cloudpickle. Each rank is started ahead of its run where it can be
+forkserver, a clean process with torch preloaded, and the function travels to them by value
+with cloudpickle. In a notebook the forkserver is forked from the kernel once, right after its
+import cell, before any cell can use CUDA, and sheds the kernel's state
+(:mod:`commlab.kernel_forkserver`); elsewhere it is a new interpreter that imports torch
+(seconds, once per process). Each rank is started ahead of its run where it can be
 (:mod:`commlab.standby`): it waits on its control pipe until the run sends it its rank and
 launch.
 """
@@ -26,7 +29,7 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
-from . import capture, control, standby, status, worker
+from . import capture, control, kernel_forkserver, standby, status, worker
 
 # Workers are modules the forkserver imports once, so each rank starts with torch loaded (and
 # the functional collectives, which the trace wraps in every rank). torch._dynamo too: every
@@ -35,8 +38,12 @@ from . import capture, control, standby, status, worker
 # 8 s; it also brings DTensor and FSDP2's modules (commlab.preload_dynamo: without the empty
 # cache folder its import makes).
 # commlab.preload_memory comes after them all: it makes the memory they fill cheap to fork.
-PRELOAD = ["torch", "torch.distributed", "torch.distributed._functional_collectives",
-           "commlab.preload_dynamo", "cloudpickle", "commlab.worker", "commlab.preload_memory"]
+# A forkserver forked from a notebook's kernel (commlab.kernel_forkserver) imports the second
+# list once it has forked the first run's ranks, so that the first run does not wait for it.
+PRELOAD_AT_ONCE = ["torch", "torch.distributed", "torch.distributed._functional_collectives",
+                   "cloudpickle", "commlab.worker"]
+PRELOAD_LATER = ["commlab.preload_dynamo", "commlab.preload_memory"]
+PRELOAD = PRELOAD_AT_ONCE + PRELOAD_LATER
 
 
 class RankProcess:
@@ -92,6 +99,8 @@ class Started:
     control: Any
     readers: dict[str, Any]
     slot: Any
+    # forked before the forkserver preloaded everything (kernel_forkserver.preloaded)
+    early: bool = False
 
 
 # None: a forkserver. "fork": the ranks are forked from this process itself, for a process that
@@ -110,6 +119,22 @@ def mp_context() -> Any:
         ctx.set_forkserver_preload(PRELOAD)
         _start_forkserver_quietly()
     return ctx
+
+
+def fork_forkserver_from_here(first_ranks: int) -> bool:
+    """Start the forkserver as a fork of this process, a notebook's kernel right after its import
+    cell (:mod:`commlab.kernel_forkserver`): torch is imported already, and the rest of
+    :data:`PRELOAD` comes once ``first_ranks`` are forked. False where it is not (a forkserver
+    runs, ranks are forked or spawned, or this process can't be forked now)."""
+    if START_METHOD is not None or "forkserver" not in mp.get_all_start_methods():
+        return False
+    mp.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    _socket_folder_short_enough()
+    if not kernel_forkserver.start(PRELOAD_AT_ONCE, PRELOAD_LATER, first_ranks):
+        return False
+    # the ranks started before it had everything, still waiting then, are started again
+    kernel_forkserver.when_preloaded(lambda: _standby.renew(lambda started: started.early))
+    return True
 
 
 def _start_forkserver_quietly() -> None:
@@ -245,11 +270,19 @@ def start(spec: worker.LaunchSpec, ranks: list[RankProcess]) -> status.Board:
     return board
 
 
+# seconds a run waits for a rank being started ahead before it forks its own
+_SETTLE_LIMIT = 5.0
+
+
 def _start_from_forkserver(ctx: Any, spec: worker.LaunchSpec,
                            ranks: list[RankProcess]) -> status.Board:
     # no rank is started ahead while this run starts and runs (start_ahead resumes): the
     # forkserver forks this run's ranks first, and the run has the machine to itself
     _standby.hold()
+    if len(_standby.waiting()) < len(ranks):
+        # a rank still starting ends in the pool within a fork: take it rather than fork another
+        # (a forkserver forked from the kernel preloads the rest after the first run's ranks)
+        _standby.settle(_SETTLE_LIMIT)
     slots = []
     for rank in ranks:
         started = _standby.take() or start_waiting(ctx)
@@ -272,6 +305,7 @@ def start_waiting(ctx: Any, rehearse: bool = False) -> Started:
     for stream in capture.STREAMS:
         readers[stream], writers[stream] = ctx.Pipe(duplex=False)
     slot = status.new_slot(ctx)
+    early = not kernel_forkserver.preloaded()
     process = ctx.Process(target=worker.standby, name="commlab-rank", daemon=True,
                           args=(child_end, writers["stdout"], writers["stderr"], slot,
                                 rehearse))
@@ -286,7 +320,7 @@ def start_waiting(ctx: Any, rehearse: bool = False) -> Started:
         # Only the child may hold the writing ends, so that its death reads as end of file.
         for end in [child_end, *writers.values()]:
             end.close()
-    return Started(process, parent_end, readers, slot)
+    return Started(process, parent_end, readers, slot, early)
 
 
 def _close_waiting(started: Started) -> None:

@@ -8,9 +8,10 @@ its control pipe, until a run hands them their rank and launch
 (:func:`commlab.worker.standby`). The cell that started the run does not wait for them, and the
 next cell usually comes seconds later; a run that finds the pool short starts the rest itself.
 
-A waiting rank has run no line of a notebook's code and holds nothing of it (it learns the
-notebook's environment, path and folder with its launch, as any rank does); it takes no CPU, and
-ends when its launcher ends (its control pipe closes) or :meth:`Pool.close` closes it.
+A waiting rank has run no line of a notebook's code (it learns the notebook's environment, path
+and folder with its launch, as any rank does; a notebook's forkserver is its kernel as the import
+cell left it, less the notebook's ``__main__``: :mod:`commlab.kernel_forkserver`); it takes no
+CPU, and ends when its launcher ends (its control pipe closes) or :meth:`Pool.close` closes it.
 
 This module only keeps the pool; :mod:`commlab.processes` says how a rank is started and closed.
 """
@@ -72,6 +73,19 @@ class Pool(Generic[Started]):
         and needs the machine); a start under way still ends in the pool."""
         with self._lock:
             self._wanted = 0
+
+    def renew(self, stale: Callable[[Started], bool]) -> None:
+        """End the waiting ranks that ``stale`` says are, and start others in their place
+        (unless a run is on: :meth:`hold`)."""
+        with self._lock:
+            dropped = [started for started in self._waiting if stale(started)]
+            self._waiting = [started for started in self._waiting if not stale(started)]
+            if self._filler is None and len(self._waiting) < self._wanted:
+                self._filler = threading.Thread(target=self._fill, name="commlab-standby",
+                                                daemon=True)
+                self._filler.start()
+        for started in dropped:
+            self._close(started)
 
     def waiting(self) -> list[Started]:
         """The ranks waiting now (a copy)."""

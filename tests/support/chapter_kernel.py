@@ -49,6 +49,7 @@ class ChapterKernel:
 
     def __init__(self, chapter: str):
         self.chapter = chapter
+        self.settled = False
         self.kernel = Kernel()
         # a failing test cell is the point here: the kernel must not drop the next request, as
         # it does for a short while after an error when asked to stop on errors
@@ -64,6 +65,15 @@ class ChapterKernel:
         for source in self.definitions:
             ran = self.kernel.execute(source, timeout=120)
             assert ran.error is None, (self.chapter, source[:80], ran.error)
+        if not self.settled:
+            # A test cell comes cells after the import cell in a student's kernel, whose
+            # forkserver has by then preloaded torch._dynamo for the optimizers; here it comes
+            # at once, and would find the import cell's first ranks (commlab.kernel_forkserver).
+            ran = self.kernel.execute("from commlab import kernel_forkserver\n"
+                                      "print(kernel_forkserver.preloaded(timeout=120))",
+                                      timeout=180)
+            assert ran.stdout.strip() == "True", (self.chapter, ran.stdout, ran.error)
+            self.settled = True
 
     def execute(self, source: str, timeout: float):
         return self.kernel.execute(source, timeout=timeout)

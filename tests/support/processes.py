@@ -14,7 +14,8 @@ def descendants(pid: int | None = None) -> list[psutil.Process]:
     found = []
     for proc in psutil.Process(pid).children(recursive=True):
         try:
-            cmdline = " ".join(proc.cmdline())
+            # a notebook's forkserver is forked from its kernel: its name says what it is
+            cmdline = " ".join([proc.name(), *proc.cmdline()])
             if proc.status() == psutil.STATUS_ZOMBIE:
                 continue
         except psutil.Error:
