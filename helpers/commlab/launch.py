@@ -259,7 +259,7 @@ def _start_watch_stop_explain(spec: LaunchSpec, timeout: float, private: Private
     ranks = [processes.RankProcess(r) for r in range(spec.world_size)]
     observer = grading.observer if grading is not None else None
     board = None
-    timed_out = False
+    timed_out = released = False
     try:
         board = _start(spec, ranks, grading)
         if observer is not None:
@@ -270,12 +270,17 @@ def _start_watch_stop_explain(spec: LaunchSpec, timeout: float, private: Private
         if observer is not None and all(rank.over for rank in ranks):
             observer.reported()
         if all_done(ranks) and grading is None:
-            # a grader's ranks are not asked to tear down: once counted, they are killed below
-            processes.release(ranks)
+            # a grader's ranks are not asked to tear down: once counted, they are killed below;
+            # NCCL's tear their group down, which the next run's must not overlap
+            released = spec.backend != "nccl"
+            processes.release(ranks, wait=not released)
     finally:
         # Positions are taken before the kill: a killed rank can't report where it was.
         positions = board.snapshot() if board is not None else [(0, 0, 0)] * spec.world_size
-        processes.stop(ranks)
+        if released:
+            processes.stop_in_background(ranks)
+        else:
+            processes.stop(ranks)
         processes.start_ahead(spec.world_size)  # the next run's ranks, in the background
     result = _result(spec, ranks)
     if observer is not None:

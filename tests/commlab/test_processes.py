@@ -70,3 +70,20 @@ def test_runs_start_where_the_temp_dir_is_too_deep_for_the_forkservers_socket(tm
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "[0, 1]"
     assert list(deep.iterdir()) == [], "multiprocessing's socket folder is gone at exit"
+
+
+def test_the_ranks_of_runs_that_succeeded_all_end_and_wait_stopped_waits_for_them():
+    # a run that succeeded returns once its ranks reported; their processes end in the
+    # background (processes.stop_in_background)
+    import psutil
+
+    pids = []
+    for _ in range(5):
+        result = commlab.run(lambda rank, world_size: os.getpid(), world_size=4)
+        pids += result.returns
+        assert result.stdout == [""] * 4  # what the result shows is all there
+    assert processes.wait_stopped(timeout=60)
+    alive = [pid for pid in pids if psutil.pid_exists(pid)
+             and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+    assert processes.wait_stopped(timeout=0)  # nothing left to wait for

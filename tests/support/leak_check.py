@@ -27,8 +27,10 @@ def listening_ports():
 if __name__ == "__main__":
     commlab.run(work, 4)  # the forkserver and resource tracker start once, on the first run
     # each run starts the next run's ranks, which wait for it: not a run's leftovers, and
-    # ended here, so that the count says what the runs left
+    # ended here, so that the count says what the runs left; and its own ranks end in the
+    # background (processes.stop_in_background): counted once they have
     processes.close_ranks_started_ahead()
+    assert processes.wait_stopped(timeout=30)
     fds, ports = psutil.Process().num_fds(), listening_ports()
     for i in range(50):
         result = commlab.run(work, 4)
@@ -38,6 +40,8 @@ if __name__ == "__main__":
     except commlab.RankError:
         pass
     processes.close_ranks_started_ahead()
+    # a run's released ranks are stopped in the background: all of them, by now
+    assert processes.wait_stopped(timeout=30)
     assert descendants() == [], descendants()
     assert forkserver_children() == [], forkserver_children()
     assert psutil.Process().num_fds() == fds, (psutil.Process().num_fds(), fds)
