@@ -179,7 +179,11 @@ hub-setup: $(HUB_VENV)/.installed
 
 $(HUB_VENV)/.installed: hub/requirements.txt hub/package.json hub/package-lock.json
 	@command -v npm >/dev/null || { echo "make hub-setup needs Node.js 18 or newer and npm \
-	(Debian: apt install nodejs npm) for the hub's proxy"; exit 2; }
+	(Debian 12, Ubuntu 24.04: apt install nodejs npm) for the hub's proxy"; exit 2; }
+	@found=$$(node --version 2>/dev/null); major=$${found#v}; major=$${major%%.*}; \
+	[ "$${major:-0}" -ge 18 ] 2>/dev/null || { echo "make hub-setup needs Node.js 18 or newer \
+	for the hub's proxy, found $${found:-none}. Ubuntu 22.04's own is 12: see docs/hub.md, \
+	\"On Ubuntu\""; exit 2; }
 	$(PYTHON) -m venv $(HUB_VENV)
 	$(HUB_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
 		-r hub/requirements.txt

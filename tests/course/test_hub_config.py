@@ -5,7 +5,9 @@ account that shares the students' uid (who would then own the exchange's feedbac
 
 from __future__ import annotations
 
+import configparser
 import os
+import re
 import runpy
 
 import pytest
@@ -68,3 +70,22 @@ def test_the_course_account_is_never_the_students_uid(tmp_path, monkeypatch):
     monkeypatch.delenv("HUB_COURSE_USER")
     config = _load(tmp_path, monkeypatch, "alice\n", HUB_STUDENT_UID="1000")
     assert config.Authenticator.allowed_users == {"alice", "ines"}
+
+
+def test_the_systemd_unit_runs_make_hub_in_the_course_with_the_settings_the_docs_name():
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # systemd's keys are case-sensitive
+    unit.read_string((ROOT / "hub" / "commlab-hub.service").read_text())
+    service = unit["Service"]
+    assert service["ExecStart"] == "/usr/bin/make hub"
+    assert (service["WorkingDirectory"], service["EnvironmentFile"]) == (
+        "/opt/commlab", "/etc/commlab-hub.env")
+    assert service["Restart"] == "on-failure"
+    assert "docker.service" in unit["Unit"]["Requires"]
+    assert unit["Install"]["WantedBy"] == "multi-user.target"
+    docs = (ROOT / "docs" / "hub.md").read_text()
+    assert "hub/commlab-hub.service" in docs and "/etc/commlab-hub.env" in docs
+    # every setting the unit's comment names is one hub/jupyterhub_config.py reads
+    named = set(re.findall(r"HUB_[A-Z_]+", (ROOT / "hub" / "commlab-hub.service").read_text()))
+    config = (ROOT / "hub" / "jupyterhub_config.py").read_text()
+    assert named and all(f'"{name}"' in config for name in named), named

@@ -191,3 +191,27 @@ def test_make_lab_asking_for_another_build_starts_nothing_and_make_clean_switche
     assert (venv / ".installed").read_text() == f"{other}\n"
     first = _pip_installs(venv)[0]
     assert first.endswith("+cpu") if other == "cpu" else first == "-r requirements.txt"
+
+
+@pytest.mark.parametrize("version, stops", [("v12.22.9", True), ("v18.19.1", False),
+                                            (None, True)])
+def test_hub_setup_stops_before_any_download_when_node_is_older_than_18(tmp_path, version,
+                                                                         stops):
+    # Ubuntu 22.04's apt nodejs is 12, and the hub's proxy (configurable-http-proxy 5) needs 18
+    stand_ins = tmp_path / "bin"
+    stand_ins.mkdir()
+    tools = {"npm": "exit 0", "node": f"echo {version}" if version else "exit 127"}
+    for name, body in tools.items():
+        (stand_ins / name).write_text(f"#!/bin/sh\n{body}\n")
+        (stand_ins / name).chmod(0o755)
+    venv = tmp_path / "hub-venv"
+    done = make("hub-setup", f"HUB_VENV={venv}", f"PYTHON={_fake_python(tmp_path)}",
+                path_first=stand_ins)
+    if stops:
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert (f"Node.js 18 or newer for the hub's proxy, found {version or 'none'}. Ubuntu "
+                "22.04's own is 12") in done.stdout
+        assert not venv.exists()
+    else:
+        assert "Node.js 18 or newer" not in done.stdout
+        assert (venv / "bin" / "python").exists()  # on to the hub's venv (the stand-in's)

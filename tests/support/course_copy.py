@@ -11,13 +11,17 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
 
 
-def make(*args: str, cwd: Path = ROOT, timeout: float = 600) -> subprocess.CompletedProcess:
-    """``make ARGS`` in ``cwd``; what it printed and its status.
+def make(*args: str, cwd: Path = ROOT, timeout: float = 600,
+         path_first: Path | None = None) -> subprocess.CompletedProcess:
+    """``make ARGS`` in ``cwd``; what it printed and its status. ``path_first``: a folder of
+    programs found before the machine's own (stand-ins).
 
     An outer ``make test`` hands its command-line variables to every make below it through
     MAKEFLAGS: drop them, so that each test says exactly what it runs.
     """
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    if path_first is not None:
+        env["PATH"] = f"{path_first}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run(["make", "--no-print-directory", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
