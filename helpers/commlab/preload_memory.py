@@ -26,6 +26,11 @@ from collections.abc import Iterator
 
 _MADV_HUGEPAGE, _MADV_COLLAPSE = 14, 25  # <sys/mman.h>
 _HUGE = 2 << 20
+# Moving memory into huge pages copies it. A forkserver forked from a notebook's kernel
+# (commlab.kernel_forkserver) shares the kernel's memory until one of them writes to it: a
+# kernel that held gigabytes before its import cell would have them copied. Past this much,
+# the memory stays in small pages.
+COLLAPSE_AT_MOST = 1 << 30
 
 
 def _private_anonymous_memory() -> Iterator[tuple[int, int]]:
@@ -51,6 +56,8 @@ def move_into_huge_pages() -> None:
         madvise = ctypes.CDLL(None, use_errno=True).madvise
         regions = list(_private_anonymous_memory())
     except (OSError, AttributeError):
+        return
+    if sum(length for _, length in regions) > COLLAPSE_AT_MOST:
         return
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     for start, length in regions:

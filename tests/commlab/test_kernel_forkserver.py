@@ -198,3 +198,28 @@ def _libm() -> str:
     """The path of the C maths library this process has loaded."""
     with open("/proc/self/maps") as maps:
         return next(line.split()[-1] for line in maps if "/libm.so" in line)
+
+
+@pytest.mark.parametrize("held", [0, 1536])
+def test_a_forkserver_with_more_than_a_gigabyte_keeps_it_in_small_pages(held):
+    # moving memory into huge pages copies it, and a kernel's forkserver shares the kernel's
+    script = textwrap.dedent(f"""
+        import ctypes
+        asked = []
+        class Library:
+            def __init__(self, *args, **kwargs):
+                def madvise(*args):
+                    asked.append(args)
+                    return 0
+                self.madvise = madvise
+        ctypes.CDLL = Library
+        held = bytearray({held} << 20)  # mapped, as a kernel's tensors would be
+        import commlab.preload_memory  # (its import is what it does: not in this process)
+        print(len(asked), commlab.preload_memory.COLLAPSE_AT_MOST)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    asked, at_most = map(int, done.stdout.split())
+    assert 0 < at_most < 1536 << 20  # the two cases fall on either side
+    assert (asked == 0) == (held << 20 > at_most)
