@@ -157,8 +157,8 @@ def preloaded(timeout: float = 0.0) -> bool:
 
 
 def when_preloaded(call: Callable[[], None]) -> None:
-    """Have ``call()`` called once the forkserver has preloaded everything (at once if it has),
-    in a thread of this module's, before :func:`preloaded` says so."""
+    """Have ``call()`` called once the forkserver has preloaded everything: by a thread of this
+    module's, before :func:`preloaded` says so (here and now, if it has already)."""
     with _calls_lock:
         if not _preloaded.is_set():
             _when_preloaded.append(call)
