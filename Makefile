@@ -183,7 +183,7 @@ $(HUB_VENV)/.installed: hub/requirements.txt hub/package.json hub/package-lock.j
 	@found=$$(node --version 2>/dev/null); major=$${found#v}; major=$${major%%.*}; \
 	[ "$${major:-0}" -ge 18 ] 2>/dev/null || { echo "make hub-setup needs Node.js 18 or newer \
 	for the hub's proxy, found $${found:-none}. Ubuntu 22.04's own is 12: see docs/hub.md, \
-	\"On Ubuntu\""; exit 2; }
+	\"On Ubuntu 24.04 and 22.04\""; exit 2; }
 	$(PYTHON) -m venv $(HUB_VENV)
 	$(HUB_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
 		-r hub/requirements.txt
