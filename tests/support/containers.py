@@ -32,6 +32,7 @@ import hashlib
 import http.server
 import json
 import os
+import random
 import re
 import shlex
 import shutil
@@ -68,9 +69,38 @@ def step(name: str):
 
 
 def free_port() -> int:
-    with socket.socket() as s:
+    """A port free on this machine for a server a test starts, chosen below the ephemeral range.
+
+    The kernel hands out ephemeral ports to every bind of port 0 and every outgoing connection
+    (the ranks' gloo meshes and stores of the tests beside, under pytest -n): a port chosen from
+    that range could be handed to one of them between this choice and the server's own bind
+    ("port ... is not available"). Below it, only another such choice can take it: each xdist
+    worker chooses from a stretch of its own.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    start = _lowest_ephemeral_port() - _PORTS_PER_WORKER * (index + 1)
+    if start >= 1024:
+        for port in random.sample(range(start, start + _PORTS_PER_WORKER), _PORTS_PER_WORKER):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+    with socket.socket() as s:  # no room below the range: any port, as the kernel picks
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+_PORTS_PER_WORKER = 500
+
+
+def _lowest_ephemeral_port() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 # --- the engine ---------------------------------------------------------------------------------
