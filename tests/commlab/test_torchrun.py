@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from support.containers import free_port
+
 JOB = Path(__file__).parents[1] / "support" / "torchrun_job.py"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.slow
 def test_two_torchrun_launches_run_a_chapter_function_unchanged():
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", TORCH_CPP_LOG_LEVEL="ERROR")
     launches = [
         subprocess.Popen(
