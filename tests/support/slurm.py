@@ -14,6 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from support.containers import free_port
+
 PROGRAMS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
 
 
@@ -31,12 +33,6 @@ def why_not() -> str | None:
 
 def _program(name: str) -> str:
     return shutil.which(name) or f"/usr/sbin/{name}"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Cluster:
@@ -83,7 +79,7 @@ class Cluster:
             "SlurmUser=root", "SlurmdUser=root",
             "AuthType=auth/munge", "CredType=cred/munge",
             f"AuthInfo=socket={self.munge_socket}",
-            f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}",
+            f"SlurmctldPort={free_port()}", f"SlurmdPort={free_port()}",
             f"StateSaveLocation={f / 'state'}", f"SlurmdSpoolDir={f / 'spool'}",
             f"SlurmctldPidFile={f / 'slurmctld.pid'}", f"SlurmdPidFile={f / 'slurmd.pid'}",
             f"SlurmctldLogFile={f / 'slurmctld.log'}", f"SlurmdLogFile={f / 'slurmd.log'}",
