@@ -1,8 +1,17 @@
-"""hub/values.yaml, the course's part of a Zero to JupyterHub configuration, against the chart's
-own values schema for the chart version it names (tests/data/, the schema of chart 4.4.0 without
-its descriptions and required keys), and against the course: the image's JupyterHub version,
-the exchange the image's nbgrader configuration reads, and the settings the one-server hub
-gives each server. No cluster runs it here."""
+"""hub/values.yaml, the course's part of a Zero to JupyterHub configuration, as helm renders it:
+merged over the chart's default values (helm's coalescing: maps merged key by key, a null
+deleting the default's key, anything else replacing it), then checked against the chart's own
+values schema, unmodified (its `required` lists kept), for the chart version the values name.
+Both are chart 4.4.0's (tests/data/; BSD 3-Clause, tests/data/z2jh-LICENSE): jupyterhub/values.yaml
+at tag 4.4.0, as in the repository (packaging writes the release's image tags where it says
+"set-by-chartpress"; strings either way), and values.schema.json as the chart ships it, made from
+values.schema.yaml by the chart's own tools/generate-json-schema.py, which drops the descriptions.
+`helm template` itself is not run: no helm binary comes from the registries this machine
+reaches (PyPI, npm, Debian 12's packages).
+
+Then the values against the course: the image's JupyterHub version, the exchange the image's
+nbgrader configuration reads, and the settings the one-server hub gives each server. No cluster
+runs them here."""
 
 from __future__ import annotations
 
@@ -25,6 +34,7 @@ from support.course_copy import ROOT
 
 VALUES = ROOT / "hub" / "values.yaml"
 SCHEMA = ROOT / "tests" / "data" / "z2jh-4.4.0-values.schema.json"
+CHART_DEFAULTS = ROOT / "tests" / "data" / "z2jh-4.4.0-values.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -32,14 +42,49 @@ def values() -> dict:
     return yaml.safe_load(VALUES.read_text())
 
 
+def coalesced(defaults: dict, values: dict) -> dict:
+    """``values`` over ``defaults`` as helm merges a release's values with its chart's: a map
+    into a map key by key, a null deleting the key, anything else (lists too) replacing it."""
+    merged = dict(defaults)
+    for key, value in values.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = coalesced(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
 def _errors(values: dict) -> list[str]:
+    """What the chart's schema finds wrong in ``values`` as helm would render them."""
     schema = json.loads(SCHEMA.read_text())
+    rendered = coalesced(yaml.safe_load(CHART_DEFAULTS.read_text()), values)
     return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
-            for e in jsonschema.Draft7Validator(schema).iter_errors(values)]
+            for e in jsonschema.Draft7Validator(schema).iter_errors(rendered)]
 
 
 def test_values_fit_the_charts_schema(values):
     assert _errors(values) == []
+
+
+def test_the_schema_is_the_charts_own_with_what_it_requires(values):
+    """Its required keys kept: the values alone, not merged with the chart's defaults, lack
+    what the chart requires; so does a rendering whose required key a null deleted."""
+    schema = json.loads(SCHEMA.read_text())
+    assert "hub" in schema["required"] and "baseUrl" in schema["properties"]["hub"]["required"]
+    alone = [e.message for e in jsonschema.Draft7Validator(schema).iter_errors(values)]
+    assert "'proxy' is a required property" in alone
+    deleted = copy.deepcopy(values)
+    deleted["hub"]["baseUrl"] = None
+    assert "hub: 'baseUrl' is a required property" in _errors(deleted)
+
+
+def test_rendering_merges_as_helm_does():
+    defaults = {"a": {"b": 1, "c": [1, 2], "d": {"e": 1}}, "f": 1}
+    assert coalesced(defaults, {"a": {"c": [3], "d": None}, "g": 2}) == \
+        {"a": {"b": 1, "c": [3]}, "f": 1, "g": 2}
+    assert defaults == {"a": {"b": 1, "c": [1, 2], "d": {"e": 1}}, "f": 1}  # left as it was
 
 
 def test_the_schema_check_refuses_what_the_chart_would(values):
@@ -55,7 +100,7 @@ def test_values_name_the_chart_version_of_the_schema_and_its_jupyterhub(values):
     header = VALUES.read_text().split("\n\n")[0]
     assert "chart version 4.4.0 (JupyterHub 5.5.0" in header
     assert "--version 4.4.0" in header and "--build-arg JUPYTERHUB=5.5.0" in header
-    assert "chart 4.4.0" in json.loads(SCHEMA.read_text())["$comment"]
+    assert "4.4.0" in SCHEMA.name and "4.4.0" in CHART_DEFAULTS.name
     image = values["singleuser"]["image"]
     assert image["tag"] == "5.5.0"
     for init in values["singleuser"]["initContainers"]:
@@ -202,3 +247,4 @@ def test_the_gpu_profile_is_offered_to_its_group_only(values):
     assert names(offer(spawner())) == ["CPU"]
     assert names(offer(spawner("formgrade-commlab"))) == ["CPU"]
     assert names(offer(spawner("commlab-gpu"))) == ["CPU", "4 GPUs"]
+
