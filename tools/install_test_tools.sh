@@ -2,7 +2,8 @@
 # What tests/system/ (test_image.py, test_browser.py, test_hub.py, test_slurm.py) needs
 # from the system, on Debian as root (CI runs this before `make test`): podman and its helpers,
 # debootstrap for the stand-in base image, Chromium, Node.js with npm for the hub's proxy (make
-# hub-setup), and Slurm's daemons with munge. Elsewhere it says what is missing
+# hub-setup), Slurm's daemons with munge, and the course's account of the Kubernetes
+# Formgrader's test (test_formgrader_service.py: uid 2000). Elsewhere it says what is missing
 # and leaves the machine alone: those tests then skip, each with its reason.
 set -eu
 
@@ -13,6 +14,13 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "install_test_tools.sh: not root on Debian; the image, browser, hub and Slurm tests need:" \
          $PACKAGES "nodejs npm (or a Docker daemon instead of podman)" >&2
     exit 0
+fi
+# uid 2000, the course's account in the instructor image built for Kubernetes (hub/formgrader.yaml),
+# with a name: nbgrader asks for its user's name
+if ! getent passwd 2000 >/dev/null; then
+    getent group 2000 >/dev/null || groupadd --system --gid 2000 commlab-course
+    useradd --system --uid 2000 --gid 2000 --no-create-home --home-dir /nonexistent \
+        --shell /usr/sbin/nologin commlab-course
 fi
 missing=""
 for package in $PACKAGES; do

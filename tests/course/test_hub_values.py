@@ -10,8 +10,8 @@ values.schema.yaml by the chart's own tools/generate-json-schema.py, which drops
 reaches (PyPI, npm, Debian 12's packages).
 
 Then the values against the course: the image's JupyterHub version, the exchange the image's
-nbgrader configuration reads, and the settings the one-server hub gives each server. No cluster
-runs them here."""
+nbgrader configuration reads, the settings the one-server hub gives each server, and the
+instructor's half (hub/formgrader.yaml). No cluster runs them here."""
 
 from __future__ import annotations
 
@@ -248,3 +248,90 @@ def test_the_gpu_profile_is_offered_to_its_group_only(values):
     assert names(offer(spawner("formgrade-commlab"))) == ["CPU"]
     assert names(offer(spawner("commlab-gpu"))) == ["CPU", "4 GPUs"]
 
+
+# --- the instructor's half on Kubernetes: Formgrader as a hub service ---------------------------
+
+FORMGRADER = ROOT / "hub" / "formgrader.yaml"
+
+
+@pytest.fixture(scope="module")
+def formgrader() -> dict:
+    return {doc["kind"]: doc for doc in yaml.safe_load_all(FORMGRADER.read_text())}
+
+
+def test_formgrader_is_the_values_service_at_the_manifests_address(values, formgrader):
+    (key, service), = values["hub"]["services"].items()
+    port = formgrader["Service"]["spec"]["ports"][0]
+    assert service["url"] == f"http://{formgrader['Service']['metadata']['name']}:{port['port']}"
+    pod = formgrader["Deployment"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    named = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert f"--ServerApp.port={named[port['targetPort']]}" in container["command"]
+    assert formgrader["Service"]["spec"]["selector"].items() <= \
+        formgrader["Deployment"]["spec"]["template"]["metadata"]["labels"].items()
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["JUPYTERHUB_SERVICE_NAME"] == key
+    assert env["JUPYTERHUB_SERVICE_PREFIX"] == f"/services/{key}/"
+    assert env["JUPYTERHUB_CLIENT_ID"] == f"service-{key}"
+    assert json.loads(env["JUPYTERHUB_OAUTH_ACCESS_SCOPES"]) == [f"access:services!service={key}"]
+    token = next(e for e in container["env"] if e["name"] == "JUPYTERHUB_API_TOKEN")
+    # the chart's Secret and key for a service's token (templates/hub/secret.yaml)
+    assert token["valueFrom"]["secretKeyRef"] == {"name": "hub",
+                                                  "key": f"hub.services.{key}.apiToken"}
+    assert "apiToken" not in service and "api_token" not in service  # nothing secret here
+
+
+def test_formgraders_group_may_open_it_and_nothing_more(values):
+    (service,) = values["hub"]["services"]
+    (name, role), = values["hub"]["loadRoles"].items()
+    assert role["scopes"] == [f"access:services!service={service}"]
+    assert role["groups"] == [name] and set(role) == {"groups", "scopes"}
+    # graders are not the GPU group, nor admins (the values make no one an admin)
+    assert name != "commlab-gpu" and "admin_users" not in values["hub"]["config"]["Authenticator"]
+
+
+def test_formgraders_pod_is_the_course_account_with_the_exchange_whole(values, formgrader,
+                                                                        exchange_volume):
+    template = formgrader["Deployment"]["spec"]["template"]
+    pod = template["spec"]
+    layout = exchange_volume["Job"]["spec"]["template"]["spec"]["securityContext"]
+    assert pod["securityContext"]["runAsUser"] == layout["runAsUser"] != values["singleuser"]["uid"]
+    assert pod["securityContext"]["runAsNonRoot"]
+    for container in (*pod["initContainers"], *pod["containers"]):
+        assert not container["securityContext"]["allowPrivilegeEscalation"]
+        assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    # the chart's network policy admits pods with this label to the hub's API
+    assert template["metadata"]["labels"]["hub.jupyter.org/network-access-hub"] == "true"
+    claims = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in
+              pod["volumes"]}
+    container = pod["containers"][0]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    student = values["singleuser"]["extraEnv"]
+    assert claims["exchange"] == exchange_volume["PersistentVolumeClaim"]["metadata"]["name"]
+    assert mounts["exchange"]["mountPath"] == env["NBGRADER_EXCHANGE"] == \
+        student["NBGRADER_EXCHANGE"]
+    assert "subPath" not in mounts["exchange"] and not mounts["exchange"].get("readOnly")
+    assert env["COMMLAB_COURSE_ID"] == student["COMMLAB_COURSE_ID"]
+    # the course on its own volume, one pod at a time (SQLite, ReadWriteOnce)
+    assert claims["grading"] == formgrader["PersistentVolumeClaim"]["metadata"]["name"]
+    assert formgrader["PersistentVolumeClaim"]["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert formgrader["Deployment"]["spec"]["strategy"]["type"] == "Recreate"
+    course = container["workingDir"]
+    assert course.startswith(mounts["grading"]["mountPath"] + "/")
+    assert env["JUPYTER_CONFIG_PATH"] == f"{course}/grader"
+    assert f"--ServerApp.root_dir={course}" in container["command"]
+    assert "--ServerApp.default_url=/formgrader" in container["command"]
+
+
+def test_formgraders_image_is_the_instructors_built_for_its_uid(values, formgrader):
+    pod = formgrader["Deployment"]["spec"]["template"]["spec"]
+    student = values["singleuser"]["image"]
+    images = {c["image"] for c in (*pod["initContainers"], *pod["containers"])}
+    (image,) = images
+    assert image.endswith(f"/commlab-instructor:{student['tag']}")
+    header = FORMGRADER.read_text().split("\napiVersion")[0]
+    uid = pod["securityContext"]["runAsUser"]
+    assert f"--target instructor --build-arg UID={uid} --build-arg GID={uid}" in header
+    assert f"--build-arg JUPYTERHUB={student['tag']} -t {image} ." in \
+        re.sub(r"\\\n#\s*", "", header)

@@ -2,21 +2,47 @@
 redirects to her server (or to a hub service such as the course's Formgrader), the calls
 JupyterLab's panels make (contents, nbgrader's Assignments panel, Formgrader's buttons, all
 with the `_xsrf` cookie as the header Lab sends), and a terminal over its websocket, as Lab's
-terminal uses it. For tests/system/test_hub.py."""
+terminal uses it; and the hub's own environment, made once for the tests that run a hub
+(tests/system/test_hub.py, tests/system/test_formgrader_service.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import re
+import shutil
+import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlparse
 
+import pytest
 import requests
 
+from support.course_copy import ROOT
 from support.waiting import until
+
+HUB_VENV = ROOT / "build" / "hub-venv"
+
+
+def hub_environment() -> Path:
+    """build/hub-venv (JupyterHub, DockerSpawner, the proxy), made by `make hub-setup` where it
+    is missing or stale, under a lock: the tests that run a hub may start at once (pytest -n),
+    and two installs into one folder would break each other. Skips where Node.js is missing."""
+    if shutil.which("npm") is None and not (HUB_VENV / ".installed").exists():
+        pytest.skip("make hub-setup needs Node.js with npm for the hub's proxy "
+                    "(Debian, as root: tools/install_test_tools.sh)")
+    HUB_VENV.parent.mkdir(parents=True, exist_ok=True)
+    with open(HUB_VENV.parent / ".hub-venv.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = subprocess.run(["make", "--no-print-directory", "hub-setup",
+                               f"HUB_VENV={HUB_VENV}"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=900)
+    assert done.returncode == 0, f"make hub-setup:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return HUB_VENV
 
 
 @dataclass

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import threading
@@ -43,7 +42,7 @@ from support import class_factory
 from support.containers import MEASURED, SCRATCH, free_port, step
 from support.course_copy import ROOT, tracked_copy
 from support.grading import read_grades
-from support.hub import HubUser
+from support.hub import HUB_VENV, HubUser, hub_environment
 
 pytestmark = [pytest.mark.hub, pytest.mark.image]
 
@@ -53,7 +52,6 @@ ROSTER = (*STUDENTS, "erin")  # erin never logs in
 INSTRUCTOR = "teacher"
 PASSWORD = "class-password-2026"
 ADMIN_PASSWORD = "the-instructors-own-password-of-32-characters-at-least"
-HUB_VENV = ROOT / "build" / "hub-venv"
 
 
 def _documented_hub_lines() -> dict[str, str]:
@@ -231,9 +229,7 @@ class _CgroupSampler(threading.Thread):
 def term(hub_image, tmp_path_factory):
     """A term in brief: everything the class and the instructor did, and what came of it."""
     lines = _documented_hub_lines()
-    if shutil.which("npm") is None and not (HUB_VENV / ".installed").exists():
-        pytest.skip("make hub-setup needs Node.js with npm for the hub's proxy "
-                    "(Debian, as root: tools/install_test_tools.sh)")
+    hub_environment()
     hub = ClassHub(hub_image, tmp_path_factory.mktemp("hub"))
     result = {"hub": hub}
     try:
