@@ -8,6 +8,10 @@ HUB_STUDENTS        the roster: one login name a line (`#` comments), the same f
                     takes as --roster; only they and HUB_INSTRUCTORS may log in
 HUB_INSTRUCTORS     login names of the instructors and graders, comma-separated: hub admins, and
                     the group that may open the course's Formgrader
+HUB_GRADERS         login names of graders who are not admins (teaching assistants), comma-
+                    separated: they may open the course's Formgrader and nothing more. Only
+                    with your institution's login (HUB_CONFIG): under HUB_PASSWORD any student
+                    could log in as one
 HUB_PASSWORD        a password shared by the students (8 characters or more), and
 HUB_ADMIN_PASSWORD  the instructors' own (32 or more): JupyterHub's shared-password login, for
                     a workshop. For a term, log in through your institution instead: HUB_CONFIG
@@ -35,8 +39,8 @@ Each student's server is a container of the course's image (uid 1000, jovyan) wi
 the home, the exchange's released chapters and her own feedback pages read-only, and a folder
 of the exchange's inbound of her own, chosen by the hub from her login: whatever a student
 claims in a submission, it lands in her folder, and the grader reads her identity from it
-(grader/intake/exchange.py). Formgrader runs as a hub service, for HUB_INSTRUCTORS only, in the
-course's folder, with the course's environment (.venv).
+(grader/intake/exchange.py). Formgrader runs as a hub service in the course's folder, with the
+course's environment (.venv), for HUB_INSTRUCTORS (hub admins) and HUB_GRADERS (not admins).
 """
 
 import os
@@ -82,7 +86,8 @@ def names(text: str) -> set[str]:
 LOGIN_PATTERN = r"^\w[\w.@-]*\Z"
 students = names(Path(setting("HUB_STUDENTS")).read_text())
 instructors = names(setting("HUB_INSTRUCTORS"))
-refused = sorted(n for n in students | instructors if not re.match(LOGIN_PATTERN, n))
+graders = names(os.environ.get("HUB_GRADERS", "")) - instructors
+refused = sorted(n for n in students | instructors | graders if not re.match(LOGIN_PATTERN, n))
 if refused:
     raise SystemExit(f"jupyterhub_config.py: {', '.join(map(repr, refused))}: a login holds "
                      "letters, digits and _ . @ - only, first a letter or a digit (it names "
@@ -109,9 +114,14 @@ c.ConfigurableHTTPProxy.pid_file = str(DATA / "jupyterhub-proxy.pid")
 
 # --- who may log in ------------------------------------------------------------------------------
 
-c.Authenticator.allowed_users = students | instructors
+c.Authenticator.allowed_users = students | instructors | graders
 c.Authenticator.username_pattern = LOGIN_PATTERN  # whatever the authenticator, HUB_CONFIG's too
 c.Authenticator.admin_users = instructors
+if os.environ.get("HUB_PASSWORD") and graders:
+    raise SystemExit("jupyterhub_config.py: HUB_GRADERS with HUB_PASSWORD: a grader would log in "
+                     "with the students' shared password, so any student who knows it could "
+                     "log in as a grader and open Formgrader. Give graders with your "
+                     "institution's login (HUB_CONFIG), or make them HUB_INSTRUCTORS")
 if os.environ.get("HUB_PASSWORD"):
     c.JupyterHub.authenticator_class = "shared-password"
     c.SharedPasswordAuthenticator.user_password = os.environ["HUB_PASSWORD"]
@@ -228,7 +238,7 @@ c.JupyterHub.services = [{
                     "NBGRADER_EXCHANGE": str(EXCHANGE), "COMMLAB_COURSE_ID": COURSE_ID},
     "oauth_no_confirm": True,
 }]
-c.JupyterHub.load_groups = {GRADERS: {"users": sorted(instructors)}}
+c.JupyterHub.load_groups = {GRADERS: {"users": sorted(instructors | graders)}}
 c.JupyterHub.load_roles = [
     {"name": GRADERS, "groups": [GRADERS],
      "scopes": [f"access:services!service={FORMGRADER}"]},

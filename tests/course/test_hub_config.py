@@ -33,7 +33,8 @@ def _load(tmp_path, monkeypatch, roster: str, **settings: str) -> Config:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     config = Config()
-    runpy.run_path(str(CONFIG), init_globals={"get_config": lambda: config})
+    runpy.run_path(str(CONFIG), init_globals={"get_config": lambda: config,
+                                              "load_subconfig": lambda path: None})
     return config
 
 
@@ -54,6 +55,24 @@ def test_a_roster_line_outside_the_pattern_is_named_before_the_hub_starts(tmp_pa
     with pytest.raises(SystemExit, match=r"'alice\+ml@uni.edu', 'eve`id`': a login holds "
                                          "letters, digits"):
         _load(tmp_path, monkeypatch, "bob\nalice+ml@uni.edu\neve`id`\n")
+
+
+def test_graders_open_formgrader_without_being_admins(tmp_path, monkeypatch):
+    config = _load(tmp_path, monkeypatch, "alice\n", HUB_PASSWORD="", HUB_ADMIN_PASSWORD="",
+                   HUB_CONFIG=str(tmp_path / "institution.py"), HUB_GRADERS="tara, Tom")
+    assert config.Authenticator.admin_users == {"ines"}
+    assert config.Authenticator.allowed_users == {"alice", "ines", "tara", "tom"}
+    (group, members), = config.JupyterHub.load_groups.items()
+    assert members == {"users": ["ines", "tara", "tom"]}
+    (role,) = [r for r in config.JupyterHub.load_roles if r["name"] == group]
+    formgrader = config.JupyterHub.services[0]["name"]
+    assert role["groups"] == [group] and role["scopes"] == [
+        f"access:services!service={formgrader}"]
+
+
+def test_graders_are_refused_with_the_students_shared_password(tmp_path, monkeypatch):
+    with pytest.raises(SystemExit, match="any student who knows it could log in as a grader"):
+        _load(tmp_path, monkeypatch, "alice\n", HUB_GRADERS="tara")
 
 
 def test_the_course_account_is_never_the_students_uid(tmp_path, monkeypatch):
