@@ -75,18 +75,25 @@ def free_port() -> int:
     (the ranks' gloo meshes and stores of the tests beside, under pytest -n): a port chosen from
     that range could be handed to one of them between this choice and the server's own bind
     ("port ... is not available"). Below it, only another such choice can take it: each xdist
-    worker chooses from a stretch of its own.
+    worker chooses from a stretch of its own, and never the same port twice (a test often
+    chooses several ports before its servers bind any).
     """
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     index = int(worker[2:]) if worker[2:].isdigit() else 0
     start = _lowest_ephemeral_port() - _PORTS_PER_WORKER * (index + 1)
     if start >= 1024:
-        for port in random.sample(range(start, start + _PORTS_PER_WORKER), _PORTS_PER_WORKER):
+        stretch = range(start, start + _PORTS_PER_WORKER)
+        if _HANDED_OUT.issuperset(stretch):
+            _HANDED_OUT.clear()  # every port given once: the first ones are long free again
+        for port in random.sample(stretch, _PORTS_PER_WORKER):
+            if port in _HANDED_OUT:
+                continue
             with socket.socket() as s:
                 try:
                     s.bind(("127.0.0.1", port))
                 except OSError:
                     continue
+                _HANDED_OUT.add(port)
                 return port
     with socket.socket() as s:  # no room below the range: any port, as the kernel picks
         s.bind(("127.0.0.1", 0))
@@ -94,6 +101,7 @@ def free_port() -> int:
 
 
 _PORTS_PER_WORKER = 500
+_HANDED_OUT: set[int] = set()
 
 
 def _lowest_ephemeral_port() -> int:
