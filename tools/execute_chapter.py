@@ -42,6 +42,9 @@ def main(names: list[str]) -> int:
     if not names or not chosen:
         print(f"usage: make execute CHAPTER=<name or number>; chapters: {', '.join(chapters)}")
         return 2
+    # the test cells read the course's copy of each chapter's checks.py, in notebooks/: first
+    # generate, so that the run uses the checks.py just edited, not the copy of the last run
+    course.generate(chosen)
     for chapter in chosen:
         print(f"{chapter}: executed in {execute(chapter):.1f} s")
     course.generate(chosen)
