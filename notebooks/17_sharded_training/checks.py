@@ -35,41 +35,59 @@ def first_groups(model):
                             if not name.startswith("head."))
 
 
-def train_with(optimizer, model, batches_per_rank, unfreeze_at, halve_lr_at, calls=()):
+def train_with(optimizer, model, batches_per_rank, unfreeze_at, halve_lr_at, calls=(),
+               closure=False):
     """The test's training loop. The gradient is the average over the ranks of the gradient of
     each rank's mean squared error on its rows (on a rank, batches_per_rank holds its own rows
     only). `head` joins the optimizer as a group of its own at step unfreeze_at; the first
-    group's learning rate is halved at step halve_lr_at. Returns the parameters after each
-    step, the optimizer's parameters and those it trained at each step, and where each step()
-    began and ended in the trace `calls` (on a rank)."""
-    history, held, trained, marks = [], [], [], []
+    group's learning rate is halved at step halve_lr_at. With `closure` (on a rank), the
+    gradients are computed by a closure given to step(), as LBFGS-style training loops do.
+    Returns the parameters after each step, the optimizer's parameters and those it trained at
+    each step, where each step() began and ended in the trace `calls` (on a rank), and whether
+    each step() returned what the closure returned (None without a closure)."""
+    history, held, trained, marks, returned = [], [], [], [], []
     for step in range(len(batches_per_rank[0])):
         if step == unfreeze_at:
             model.head.requires_grad_(True)
             optimizer.add_param_group({"params": list(model.head.parameters()), "lr": 0.03})
         if step == halve_lr_at:
             optimizer.param_groups[0]["lr"] /= 2
-        grads = {}
-        for batches in batches_per_rank:
-            optimizer.zero_grad()
-            x, y = batches[step]
-            torch.nn.functional.mse_loss(model(x), y).backward()
-            for param in model.parameters():
-                if param.grad is not None:
-                    grads[param] = grads.get(param, 0) + param.grad
+        grads, losses = {}, []
+        if closure:
+            x, y = batches_per_rank[0][step]
+
+            def compute_loss(x=x, y=y, losses=losses):
+                optimizer.zero_grad()
+                losses.append(torch.nn.functional.mse_loss(model(x), y))
+                losses[-1].backward()
+                return losses[-1]
+        else:
+            for batches in batches_per_rank:
+                optimizer.zero_grad()
+                x, y = batches[step]
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                for param in model.parameters():
+                    if param.grad is not None:
+                        grads[param] = grads.get(param, 0) + param.grad
         if len(batches_per_rank) > 1:
             for param, grad in grads.items():
                 param.grad = grad / len(batches_per_rank)
         held.append([p for group in optimizer.param_groups for p in group["params"]])
         trained.append([p for p in held[-1] if p.grad is not None])
         marks.append(len(calls))
-        optimizer.step()
+        if closure:
+            result = optimizer.step(compute_loss)
+            returned.append(len(losses) == 1 and result is losses[0])
+        else:
+            optimizer.step()
+            returned.append(None)
         marks.append(len(calls))
         history.append([p.detach().clone() for p in model.parameters()])
-    return history, held, trained, marks
+    return history, held, trained, marks, returned
 
 
-def optimizer_case(rank, world_size, optimizer, steps, rows, unfreeze_at, halve_lr_at):
+def optimizer_case(rank, world_size, optimizer, steps, rows, unfreeze_at, halve_lr_at,
+                   closure=False):
     torch.set_num_threads(1)
     device = commlab.device()
     model = make_model(device=device)
@@ -77,8 +95,9 @@ def optimizer_case(rank, world_size, optimizer, steps, rows, unfreeze_at, halve_
     mine = [(x.to(device), y.to(device)) for x, y in private_batches(rank, steps, rows)]
     calls = commlab.trace.current().calls
     first = len(calls)                            # this case's calls begin here
-    history, _, _, marks = train_with(sharded, model, [mine], unfreeze_at, halve_lr_at, calls)
-    return history, [mark - first for mark in marks]
+    history, _, _, marks, returned = train_with(sharded, model, [mine], unfreeze_at,
+                                                halve_lr_at, calls, closure)
+    return history, [mark - first for mark in marks], returned
 
 
 def bytes_per_root(calls, op):
@@ -90,18 +109,24 @@ def bytes_per_root(calls, op):
     return dict(sorted(found.items()))
 
 
-def check_optimizer(result, optimizer, steps, rows, unfreeze_at, halve_lr_at):
+def check_optimizer(result, optimizer, steps, rows, unfreeze_at, halve_lr_at, closure=False):
     n = result.world_size
     context = dict(optimizer=optimizer, steps=steps, rows=rows, unfreeze_at=unfreeze_at,
-                   halve_lr_at=halve_lr_at)
+                   halve_lr_at=halve_lr_at, closure=closure)
     model = make_model()
     every_rank = [private_batches(r, steps, rows) for r in range(n)]
-    expected, held, trained, _ = train_with(make_optimizer(optimizer, first_groups(model), False),
-                                            model, every_rank, unfreeze_at, halve_lr_at)
+    expected, held, trained, _, _ = train_with(
+        make_optimizer(optimizer, first_groups(model), False), model, every_rank, unfreeze_at,
+        halve_lr_at)
     checks.expect_only(result, {"reduce", "broadcast"}, **context)
     for rank in range(n):
-        history, marks = result.returns[rank]
+        history, marks, returned = result.returns[rank]
         where = dict(rank=rank, world_size=n, **context)
+        if closure:
+            checks.expect(returned, [True] * steps, **where,
+                          what="whether each step(closure) called the closure once and returned "
+                               "what it returned (the loss): a training loop may compute the "
+                               "gradients in a closure that it gives to step()")
         calls = result.trace[rank]
         windows = [calls[marks[2 * step]:marks[2 * step + 1]] for step in range(steps)]
         checks.expect(len(calls) - sum(len(window) for window in windows), 0, **where,
@@ -199,35 +224,41 @@ def sharded_case(rank, world_size, optimizer, steps, rows, compute_dtype):
     model = make_model(checks.private_seed(rank, "model"), device)
     sharded = FullyShardedModule(model, compute_dtype)
     trainer = make_trainer(optimizer, parameter_groups(sharded.named_parameters()))
-    losses, shards = [], []
+    losses, shards, input_grads = [], [], []
     for x, y in private_batches(rank, steps, rows):
         trainer.zero_grad()
-        loss = torch.nn.functional.mse_loss(sharded(x.to(device)).float(), y.to(device))
+        # the input requires a gradient, as a layer's does when the layers before it train
+        x = x.to(device).requires_grad_()
+        loss = torch.nn.functional.mse_loss(sharded(x).float(), y.to(device))
         loss.backward()
         trainer.step()
         losses.append(loss.item())
         shards.append([p.detach().clone() for p in sharded.parameters()])
-    return losses, shards, sharded.full_parameters()
+        input_grads.append(x.grad)
+    return losses, shards, sharded.full_parameters(), input_grads
 
 
 def reference(world_size, optimizer, steps, rows, compute_dtype):
-    """In one process, from rank 0's weights: each rank's loss at each step, and the parameters
-    after each step. The gradient is the average of the ranks' gradients in float32, each
-    computed on the rank's rows (with a compute_dtype, on a copy of the weights in it)."""
+    """In one process, from rank 0's weights: each rank's loss at each step, the parameters
+    after each step, and the gradient of each rank's loss with respect to its rows at each step.
+    The gradient is the average of the ranks' gradients in float32, each computed on the rank's
+    rows (with a compute_dtype, on a copy of the weights in it)."""
     model = make_model(checks.private_seed(0, "model"))
     trainer = make_trainer(optimizer, parameter_groups(model.named_parameters()))
     every_rank = [private_batches(r, steps, rows) for r in range(world_size)]
-    losses, history = [], []
+    losses, history, input_grads = [], [], []
     for step in range(steps):
         computing = copy.deepcopy(model).to(compute_dtype) if compute_dtype else model
-        grads, step_losses = {}, []
+        grads, step_losses, step_input_grads = {}, [], []
         for batches in every_rank:
             computing.zero_grad()
             x, y = batches[step]
+            x = x.clone().requires_grad_()
             output = computing(x.to(compute_dtype or x.dtype))
             loss = torch.nn.functional.mse_loss(output.float(), y)
             loss.backward()
             step_losses.append(loss.item())
+            step_input_grads.append(x.grad)
             for name, param in computing.named_parameters():
                 if param.grad is not None:
                     grads[name] = grads.get(name, 0) + param.grad.float()
@@ -237,8 +268,9 @@ def reference(world_size, optimizer, steps, rows, compute_dtype):
                 param.grad = grads[name] / world_size
         trainer.step()
         losses.append(step_losses)
+        input_grads.append(step_input_grads)
         history.append({name: p.detach().clone() for name, p in model.named_parameters()})
-    return losses, history
+    return losses, history, input_grads
 
 
 def sent_per_op(result, rank):
@@ -253,12 +285,12 @@ def sent_per_op(result, rank):
 def check_sharded(result, optimizer, steps, rows, compute_dtype):
     n = result.world_size
     context = dict(optimizer=optimizer, steps=steps, rows=rows, compute_dtype=compute_dtype)
-    losses, history = reference(n, optimizer, steps, rows, compute_dtype)
+    losses, history, input_grads = reference(n, optimizer, steps, rows, compute_dtype)
     shard = {name: -(-p.numel() // n) for name, p in make_model().named_parameters()}
     trained = sum(shard[name] for name, p in make_model().named_parameters() if p.requires_grad)
     low = (compute_dtype or torch.float32).itemsize
     for rank in range(n):
-        got_losses, got_shards, full = result.returns[rank]
+        got_losses, got_shards, full, got_input_grads = result.returns[rank]
         where = dict(rank=rank, world_size=n, **context)
         checks.expect(got_losses, [step[rank] for step in losses], **where,
                       what="the loss at each step (on this rank's rows, training from rank 0's "
@@ -271,6 +303,10 @@ def check_sharded(result, optimizer, steps, rows, compute_dtype):
         checks.expect(full, history[-1], **where,
                       what="full_parameters() after the last step (one process's parameters, "
                            "by name)")
+        checks.expect(got_input_grads, [step[rank] for step in input_grads], **where,
+                      what="x.grad after each backward pass (the input required a gradient, as "
+                           "it does when the layers before the module train: backward must "
+                           "return the gradient of x, in x's dtype)")
         checks.expect(sent_per_op(result, rank), {
             "scatter": (n - 1) * 4 * sum(shard.values()) * (rank == 0),
             "all_gather_into_tensor": (n - 1) * (2 * steps * low + 4) * sum(shard.values()),

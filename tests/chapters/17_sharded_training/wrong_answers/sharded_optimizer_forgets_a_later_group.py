@@ -24,6 +24,10 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self.local = optimizer_cls(groups, **kwargs)
 
     def step(self, closure=None, **kwargs):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
         trained = [p for group in self.param_groups for p in group["params"]
                    if p.grad is not None and p in self.owner]
         for param in trained:
@@ -35,3 +39,4 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self.local.step(**kwargs)
         for param in trained:
             dist.broadcast(param.data, src=self.owner[param])
+        return loss
