@@ -187,8 +187,11 @@ def check_balance(result, heads, seq_len, head_dim):
         checks.expect(result.returns[rank], (2 * n - 1, 2), rank=rank, world_size=n,
                       heads=heads, seq_len=seq_len, head_dim=head_dim,
                       what="the chunk pairs this rank computed, as (calls of block_attention, "
-                           "calls with causal=True): one call per pair of a query chunk and a "
-                           "key chunk at or before it, none for a key chunk after it")
+                           "calls with causal=True): one call per pair of one query chunk and "
+                           "one key chunk at or before it, none for a key chunk after it, as the "
+                           "prompt asks. (Concatenating chunks, to compute several pairs in one "
+                           "call, can give the right values too, as torch's own ring does; this "
+                           "cell grades the calls the prompt describes.)")
 
 
 # --- 16-ulysses-relayout-test ----------------------------------------------------------------

@@ -3,8 +3,10 @@ r"""Right values, but the chunk pairs whose keys all come later are computed and
 Answer cell: 16-causal-ring-attention
 Test cell: 16-causal-ring-attention-balance-test
 Says: On rank 0 (world_size=4, heads=2, seq_len=16, head_dim=4), the chunk pairs this rank \
-    computed, as (calls of block_attention, calls with causal=True): one call per pair of a query \
-    chunk and a key chunk at or before it, none for a key chunk after it should be
+    computed, as (calls of block_attention, calls with causal=True): one call per pair of one \
+    query chunk and one key chunk at or before it, none for a key chunk after it, as the prompt \
+    asks. (Concatenating chunks, to compute several pairs in one call, can give the right values \
+    too, as torch's own ring does; this cell grades the calls the prompt describes.) should be
         (7, 2)
     but it is
         (14, 2)
