@@ -1,0 +1,119 @@
+"""The chapters' reference code against torch's own implementation of the same thing: a second
+opinion that shares nothing with the course's code.
+
+Chapter 15's pipeline schedules against torch.distributed.pipelining's schedule IR: the
+chapter's 1F1B order is torch's Schedule1F1B order, torch's validator and its send/receive
+planner accept it for every pipeline depth and number of micro-batches tried, and
+commlab.pipeline.replay (which draws the chapter's schedules and judges the students' orders)
+agrees with torch on which orders can run at all, for a few hundred random orders.
+"""
+
+from __future__ import annotations
+
+import random
+import types
+
+import nbformat
+import pytest
+from torch.distributed.pipelining import schedules as torch_schedules
+
+from commlab.pipeline import replay
+from support.course_copy import ROOT
+
+ACTION = torch_schedules._Action
+KINDS = {"F": torch_schedules._ComputationType.FORWARD,
+         "B": torch_schedules._ComputationType.FULL_BACKWARD}
+
+
+def _chapter_definition(chapter: str, cell_id: str, name: str):
+    """``name`` as the solution notebook's cell ``cell_id`` defines it."""
+    notebook = nbformat.read(ROOT / "solutions" / chapter / f"{chapter}.ipynb", as_version=4)
+    (cell,) = [c for c in notebook.cells if c.get("id") == cell_id]
+    namespace: dict = {}
+    exec(compile(cell.source, f"{chapter}.ipynb, cell {cell_id}", "exec"), namespace)
+    return namespace[name]
+
+
+@pytest.fixture(scope="module")
+def one_f_one_b_order():
+    return _chapter_definition("15_pipeline_parallel", "15-31", "one_f_one_b_order")
+
+
+def _as_torch_actions(orders: list[list[tuple[str, int]]]) -> dict[int, list]:
+    """The chapter's orders (per rank, ("F" or "B", micro-batch)) in torch's schedule IR, stage
+    r on rank r."""
+    return {rank: [ACTION(rank, KINDS[kind], microbatch) for kind, microbatch in order]
+            for rank, order in enumerate(orders)}
+
+
+def _torch_can_run(orders: list[list[tuple[str, int]]], microbatches: int) -> bool:
+    """Whether torch's validator accepts the orders and its planner can put the sends and
+    receives between them (it cannot where the ranks would wait for each other forever)."""
+    stages = len(orders)
+    actions = _as_torch_actions(orders)
+    try:
+        torch_schedules._validate_schedule(actions, stages, stages, microbatches)
+        with_messages = torch_schedules._add_send_recv(actions, lambda stage: stage, stages)
+        torch_schedules._simulate_comms_compute(with_messages, lambda stage: stage, stages)
+    except AssertionError:
+        return False
+    return True
+
+
+def _replay_can_run(orders: list[list[tuple[str, int]]]) -> bool:
+    try:
+        replay(orders)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("stages, microbatches", [(2, 2), (4, 4), (4, 8), (5, 7), (3, 12)])
+def test_the_chapters_1f1b_is_torchs(one_f_one_b_order, stages, microbatches):
+    """Rank by rank, the steps of torch's Schedule1F1B (its compute actions, idle slots left
+    out). Not the last rank's: torch 2.13 numbers the last stage's forward micro-batches from 1
+    there (F1 ... Fm), an order its own validator refuses."""
+    state = types.SimpleNamespace(_num_stages=stages, _n_microbatches=microbatches)
+    theirs = torch_schedules.Schedule1F1B._get_pipeline_order(state)
+    for rank in range(stages - 1):
+        steps = [(action.computation_type.value, action.microbatch_index)
+                 for action in theirs[rank]
+                 if action is not None and action.computation_type in KINDS.values()]
+        assert one_f_one_b_order(rank, stages, microbatches) == steps, rank
+
+
+@pytest.mark.parametrize("stages, microbatches", [(2, 1), (3, 2), (4, 4), (4, 8), (5, 7)])
+def test_torch_runs_the_chapters_1f1b_and_gpipe(one_f_one_b_order, stages, microbatches):
+    """Fewer micro-batches than stages included, which torch's own 1F1B refuses to build."""
+    one_f_one_b = [one_f_one_b_order(rank, stages, microbatches) for rank in range(stages)]
+    gpipe = [[("F", i) for i in range(microbatches)] + [("B", i) for i in range(microbatches)]
+             for _ in range(stages)]
+    assert _torch_can_run(one_f_one_b, microbatches) and _replay_can_run(one_f_one_b)
+    assert _torch_can_run(gpipe, microbatches) and _replay_can_run(gpipe)
+
+
+def _random_order(rng: random.Random, microbatches: int) -> list[tuple[str, int]]:
+    """A rank's steps: each micro-batch's forward before its backward, forwards and backwards
+    each in order, interleaved at random (so that many such orders deadlock)."""
+    order, forwards, backwards = [], 0, 0
+    while backwards < microbatches:
+        if forwards < microbatches and (forwards == backwards or rng.random() < 0.5):
+            order.append(("F", forwards))
+            forwards += 1
+        else:
+            order.append(("B", backwards))
+            backwards += 1
+    return order
+
+
+def test_replay_and_torch_agree_on_which_orders_can_run():
+    rng = random.Random(15)
+    outcomes = {True: 0, False: 0}
+    for _ in range(300):
+        stages, microbatches = rng.choice([(2, 3), (3, 3), (3, 4), (4, 4)])
+        orders = [_random_order(rng, microbatches) for _ in range(stages)]
+        ours = _replay_can_run(orders)
+        assert ours == _torch_can_run(orders, microbatches), orders
+        outcomes[ours] += 1
+    # both kinds were tried, many times
+    assert min(outcomes.values()) >= 50, outcomes
