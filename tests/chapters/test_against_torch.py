@@ -1,6 +1,11 @@
 """The chapters' reference code against torch's own implementation of the same thing: a second
 opinion that shares nothing with the course's code.
 
+Chapter 10's cost model against the one DTensor uses to choose how to redistribute
+(torch.distributed.tensor._collective_utils): its ring all-reduce's alpha-beta time is torch's
+allreduce_cost but for torch's fixed 6.6 us base latency, and its bus-bandwidth factors are the
+ratios of torch's bandwidth terms for all-reduce, all-gather and reduce-scatter.
+
 Chapter 15's pipeline schedules against torch.distributed.pipelining's schedule IR: the
 chapter's 1F1B order is torch's Schedule1F1B order, torch's validator and its send/receive
 planner accept it for every pipeline depth and number of micro-batches tried, and
@@ -16,6 +21,7 @@ import types
 import nbformat
 import pytest
 from torch.distributed.pipelining import schedules as torch_schedules
+from torch.distributed.tensor import _collective_utils as torch_costs
 
 from commlab.pipeline import replay
 from support.course_copy import ROOT
@@ -33,6 +39,46 @@ def _chapter_definition(chapter: str, cell_id: str, name: str):
     exec(compile(cell.source, f"{chapter}.ipynb, cell {cell_id}", "exec"), namespace)
     return namespace[name]
 
+
+# --- chapter 10: the alpha-beta cost model ------------------------------------------------------
+
+def _torch_topology(world_size: int, alpha: float, bandwidth: float):
+    """A one-dimensional mesh of ``world_size`` devices in torch's cost units: GiB per second
+    and microseconds per hop (the mesh itself is not read by the cost functions)."""
+    return torch_costs.MeshTopoInfo(mesh=None, mesh_dim_devices=[world_size],
+                                    mesh_dim_bandwidth=[bandwidth / 2**30],
+                                    mesh_dim_latency=[alpha * 1e6])
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4, 8, 16, 64])
+@pytest.mark.parametrize("size, alpha, bandwidth", [(2**20, 5e-6, 50e9), (4096, 2e-6, 200e9),
+                                                    (2**30, 20e-6, 12.5e9)])
+def test_the_chapters_ring_all_reduce_costs_what_torchs_does(world_size, size, alpha, bandwidth):
+    predict_all_reduce = _chapter_definition("10_composing_and_cost", "10-ex3-solution",
+                                             "predict_all_reduce")
+    _, seconds = predict_all_reduce("ring", size, world_size, alpha, bandwidth)
+    theirs = torch_costs.allreduce_cost(size / 2**30, _torch_topology(world_size, alpha,
+                                                                     bandwidth), 0)
+    base = 6.6  # microseconds: torch's fixed launch latency, which the chapter leaves out
+    assert seconds * 1e6 + base == pytest.approx(theirs, rel=1e-9)
+
+
+@pytest.mark.parametrize("world_size", [2, 4, 8, 12])
+def test_the_chapters_bus_bandwidth_factors_are_torchs_bandwidth_terms(world_size):
+    """Each collective's bandwidth term in torch's model, over one byte-transfer of the whole
+    tensor, is the chapter's busbw factor for it (nccl-tests' definition)."""
+    factors = _chapter_definition("10_composing_and_cost", "10-24", "BUSBW_FACTOR")
+    topology = _torch_topology(world_size, alpha=0.0, bandwidth=2**30)  # 1 GiB/s, no latency
+    base = 6.6
+    for op, cost in (("all_reduce", torch_costs.allreduce_cost),
+                     ("all_gather", torch_costs.allgather_cost),
+                     ("reduce_scatter", torch_costs.reduce_scatter_cost)):
+        one_gib_in_us = 1e6
+        assert (cost(1.0, topology, 0) - base) / one_gib_in_us == \
+            pytest.approx(factors[op](world_size), rel=1e-12), op
+
+
+# --- chapter 15: pipeline schedules --------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def one_f_one_b_order():
