@@ -6,6 +6,9 @@ Chapter 10's cost model against the one DTensor uses to choose how to redistribu
 allreduce_cost but for torch's fixed 6.6 us base latency, and its bus-bandwidth factors are the
 ratios of torch's bandwidth terms for all-reduce, all-gather and reduce-scatter.
 
+Chapter 17's ZeRO-1 (its ShardedOptimizer, in the chapter's own kernel) against each of
+torch.optim's eleven element-wise optimizers in one process.
+
 Chapter 15's pipeline schedules against torch.distributed.pipelining's schedule IR: the
 chapter's 1F1B order is torch's Schedule1F1B order, torch's validator and its send/receive
 planner accept it for every pipeline depth and number of micro-batches tried, and
@@ -15,6 +18,7 @@ agrees with torch on which orders can run at all, for a few hundred random order
 
 from __future__ import annotations
 
+import json
 import random
 import types
 
@@ -163,3 +167,85 @@ def test_replay_and_torch_agree_on_which_orders_can_run():
         outcomes[ours] += 1
     # both kinds were tried, many times
     assert min(outcomes.values()) >= 50, outcomes
+
+
+# --- chapter 17: ZeRO-1 against torch.optim ------------------------------------------------------
+
+# torch.optim's element-wise optimizers, which the chapter says its ZeRO-1 wraps (not LBFGS, whose
+# step needs the closure, nor Adafactor, whose update spans a matrix)
+ZERO1_AGAINST_TORCH = '''
+import json
+ZERO1_OPTIMIZERS = {
+    "SGD": (torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True)),
+    "Adam": (torch.optim.Adam, dict(lr=0.02, amsgrad=True)),
+    "AdamW": (torch.optim.AdamW, dict(lr=0.01)),
+    "Adagrad": (torch.optim.Adagrad, dict(lr=0.05)),
+    "Adadelta": (torch.optim.Adadelta, dict(lr=1.0)),
+    "Adamax": (torch.optim.Adamax, dict(lr=0.02)),
+    "ASGD": (torch.optim.ASGD, dict(lr=0.05)),
+    "NAdam": (torch.optim.NAdam, dict(lr=0.02)),
+    "RAdam": (torch.optim.RAdam, dict(lr=0.02)),
+    "RMSprop": (torch.optim.RMSprop, dict(lr=0.01, momentum=0.5)),
+    "Rprop": (torch.optim.Rprop, dict(lr=0.01)),
+}
+
+def rows_of(rank, steps):
+    return make_batches(steps, rows=4, generator=torch.Generator().manual_seed(100 + rank))
+
+def zero1_steps(rank, world_size, name, steps):
+    torch.set_num_threads(1)
+    model = make_model()
+    model.head.requires_grad_(True)
+    optimizer_cls, kwargs = ZERO1_OPTIMIZERS[name]
+    optimizer = ShardedOptimizer(parameter_groups(model.named_parameters()), optimizer_cls,
+                                 **kwargs)
+    for x, y in rows_of(rank, steps):
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+def torch_steps(name, world_size, steps):
+    model = make_model()
+    model.head.requires_grad_(True)
+    optimizer_cls, kwargs = ZERO1_OPTIMIZERS[name]
+    optimizer = optimizer_cls(parameter_groups(model.named_parameters()), **kwargs)
+    every_rank = [rows_of(rank, steps) for rank in range(world_size)]
+    for step in range(steps):
+        grads = {}
+        for batches in every_rank:
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(model(batches[step][0]), batches[step][1]).backward()
+            for p in model.parameters():
+                if p.grad is not None:
+                    grads[p] = grads.get(p, 0) + p.grad
+        for p, grad in grads.items():
+            p.grad = grad / world_size
+        optimizer.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+worst = {}
+for name in ZERO1_OPTIMIZERS:
+    result = commlab.run(zero1_steps, world_size=3, args=(name, 3))
+    expected = torch_steps(name, 3, 3)
+    worst[name] = max(float((got - want).abs().max()) for params in result.returns
+                      for got, want in zip(params, expected))
+print(json.dumps(worst))
+'''
+
+
+def test_the_chapters_zero1_steps_as_torch_optim_for_every_element_wise_optimizer():
+    """The chapter's ShardedOptimizer (its solution) on 3 ranks, three steps of each of torch's
+    element-wise optimizers, against that optimizer in one process on every rank's rows."""
+    from support.chapter_kernel import ChapterKernel
+
+    kernel = ChapterKernel("17_sharded_training")
+    try:
+        kernel.define()
+        ran = kernel.execute(ZERO1_AGAINST_TORCH, timeout=300)
+        assert ran.error is None, ran.error
+        worst = json.loads(ran.stdout.strip().splitlines()[-1])
+    finally:
+        kernel.kernel.shutdown()
+    assert len(worst) == 11
+    assert {name: gap for name, gap in worst.items() if gap > 1e-5} == {}, worst
