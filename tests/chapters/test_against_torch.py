@@ -7,7 +7,8 @@ allreduce_cost but for torch's fixed 6.6 us base latency, and its bus-bandwidth 
 ratios of torch's bandwidth terms for all-reduce, all-gather and reduce-scatter.
 
 Chapter 17's ZeRO-1 (its ShardedOptimizer, in the chapter's own kernel) against each of
-torch.optim's eleven element-wise optimizers in one process.
+torch.optim's eleven element-wise optimizers in one process, and its fully sharded module
+against FSDP2's fully_shard for six of them.
 
 Chapter 15's pipeline schedules against torch.distributed.pipelining's schedule IR: the
 chapter's 1F1B order is torch's Schedule1F1B order, torch's validator and its send/receive
@@ -173,7 +174,7 @@ def test_replay_and_torch_agree_on_which_orders_can_run():
 
 # torch.optim's element-wise optimizers, which the chapter says its ZeRO-1 wraps (not LBFGS, whose
 # step needs the closure, nor Adafactor, whose update spans a matrix)
-ZERO1_AGAINST_TORCH = '''
+ZERO1_DEFINITIONS = '''
 import json
 ZERO1_OPTIMIZERS = {
     "SGD": (torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True)),
@@ -223,7 +224,9 @@ def torch_steps(name, world_size, steps):
             p.grad = grad / world_size
         optimizer.step()
     return [p.detach().clone() for p in model.parameters()]
+'''
 
+ZERO1_AGAINST_TORCH = '''
 worst = {}
 for name in ZERO1_OPTIMIZERS:
     result = commlab.run(zero1_steps, world_size=3, args=(name, 3))
@@ -234,18 +237,69 @@ print(json.dumps(worst))
 '''
 
 
-def test_the_chapters_zero1_steps_as_torch_optim_for_every_element_wise_optimizer():
-    """The chapter's ShardedOptimizer (its solution) on 3 ranks, three steps of each of torch's
-    element-wise optimizers, against that optimizer in one process on every rank's rows."""
+FSDP_AGAINST_FSDP2 = '''
+def fsdp_and_fsdp2_steps(rank, world_size, name, steps):
+    from torch.distributed.fsdp import fully_shard
+
+    torch.set_num_threads(1)
+    device = commlab.device()
+    mesh = init_device_mesh(device.type, (world_size,))
+    optimizer_cls, kwargs = ZERO1_OPTIMIZERS[name]
+    fsdp2 = make_model(device=device)
+    for layer in (fsdp2.wide, fsdp2.narrow):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(fsdp2, mesh=mesh)
+    yours = FullyShardedModule(make_model(device=device))
+    trained = [(fsdp2, optimizer_cls(parameter_groups(fsdp2.named_parameters()), **kwargs)),
+               (yours, optimizer_cls(parameter_groups(yours.named_parameters()), **kwargs))]
+    for x, y in rows_of(rank, steps):
+        for model, optimizer in trained:
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(model(x.to(device)), y.to(device)).backward()
+            optimizer.step()
+    theirs = {n: p.full_tensor() for n, p in fsdp2.named_parameters()}
+    return max(float((theirs[n] - p).abs().max()) for n, p in yours.full_parameters().items())
+
+gaps = {}
+for name in ("SGD", "Adam", "AdamW", "Adagrad", "RMSprop", "NAdam"):
+    result = commlab.run(fsdp_and_fsdp2_steps, world_size=2, args=(name, 3))
+    gaps[name] = max(result.returns)
+print(json.dumps(gaps))
+'''
+
+
+@pytest.fixture(scope="module")
+def sharded_training_kernel():
+    """Chapter 17's kernel, its definitions (solutions included) run, and the optimizers and
+    rows these tests use."""
     from support.chapter_kernel import ChapterKernel
 
     kernel = ChapterKernel("17_sharded_training")
-    try:
-        kernel.define()
-        ran = kernel.execute(ZERO1_AGAINST_TORCH, timeout=300)
-        assert ran.error is None, ran.error
-        worst = json.loads(ran.stdout.strip().splitlines()[-1])
-    finally:
-        kernel.kernel.shutdown()
+    kernel.define()
+    ran = kernel.execute(ZERO1_DEFINITIONS, timeout=60)
+    assert ran.error is None, ran.error
+    yield kernel
+    kernel.kernel.shutdown()
+
+
+def _printed_json(kernel, source: str):
+    ran = kernel.execute(source, timeout=300)
+    assert ran.error is None, ran.error
+    return json.loads(ran.stdout.strip().splitlines()[-1])
+
+
+def test_the_chapters_zero1_steps_as_torch_optim_for_every_element_wise_optimizer(
+        sharded_training_kernel):
+    """The chapter's ShardedOptimizer (its solution) on 3 ranks, three steps of each of torch's
+    element-wise optimizers, against that optimizer in one process on every rank's rows."""
+    worst = _printed_json(sharded_training_kernel, ZERO1_AGAINST_TORCH)
     assert len(worst) == 11
     assert {name: gap for name, gap in worst.items() if gap > 1e-5} == {}, worst
+
+
+def test_the_chapters_fsdp_module_trains_as_fsdp2(sharded_training_kernel):
+    """The chapter's FullyShardedModule and FSDP2's fully_shard (its layers, then the root), each
+    trained three steps on 2 ranks with the same optimizer: the same full parameters."""
+    gaps = _printed_json(sharded_training_kernel, FSDP_AGAINST_FSDP2)
+    assert len(gaps) == 6
+    assert {name: gap for name, gap in gaps.items() if gap > 1e-5} == {}, gaps
