@@ -139,3 +139,81 @@ def check_one_f_one_b_schedule(result, batch, num_microbatches, dtype):
                 "step just did). Drop each micro-batch's (inputs, outputs) once its backward "
                 "step has run (take it out of the list that keeps it): kept to the end of the "
                 "step, they hold every micro-batch's stage input, output and input gradient.")
+
+
+# --- 15-recompute-test -----------------------------------------------------------------------
+def recompute_case(rank, world_size, batch, num_microbatches, dtype):
+    """This rank's stage, with weights and micro-batches only it has, run as Checkpointed in
+    GPipe's order on one stage: every forward_step (with the loss, as on the last rank), then
+    every backward_step. The stage's gradients, each micro-batch input's gradient, and what
+    held_activations counted."""
+    torch.set_num_threads(1)
+    device = commlab.device()
+    stage = make_stage(rank, device, dtype)
+    with torch.no_grad():
+        for param, value in zip(stage.parameters(), private_weights(rank, dtype)):
+            param.copy_(value)
+    x = private_batch(rank, "inputs", batch, dtype).to(device)
+    target = private_batch(rank, "targets", batch, dtype).to(device)
+    wrapped = Checkpointed(stage)
+    with held_activations(stage) as held:
+        saved = [forward_step(wrapped, micro, micro_target, num_microbatches)
+                 for micro, micro_target in zip(torch.tensor_split(x, num_microbatches),
+                                                torch.tensor_split(target, num_microbatches))]
+        for inputs, outputs in saved:
+            backward_step(inputs, outputs, None)
+    return {"gradients": [p.grad for p in stage.parameters()],
+            "input_gradients": [inputs.grad for inputs, _ in saved],
+            "held": held.peak, "forwards": held.forwards}
+
+
+def plain_stage_gradients(rank, batch, num_microbatches, dtype):
+    """In one process, the plain stage of rank `rank` on its micro-batches: the stage's
+    gradients and each micro-batch input's gradient."""
+    stage = make_stage(rank, dtype=dtype)
+    with torch.no_grad():
+        for param, value in zip(stage.parameters(), private_weights(rank, dtype)):
+            param.copy_(value)
+    x = private_batch(rank, "inputs", batch, dtype)
+    target = private_batch(rank, "targets", batch, dtype)
+    input_gradients = []
+    for micro, micro_target in zip(torch.tensor_split(x, num_microbatches),
+                                   torch.tensor_split(target, num_microbatches)):
+        micro = micro.clone().requires_grad_()
+        (torch.nn.functional.mse_loss(stage(micro), micro_target) / num_microbatches).backward()
+        input_gradients.append(micro.grad)
+    return [p.grad for p in stage.parameters()], input_gradients
+
+
+def check_recompute(result, batch, num_microbatches, dtype):
+    world_size = result.world_size
+    for rank, got in enumerate(result.returns):
+        gradients, input_gradients = plain_stage_gradients(rank, batch, num_microbatches, dtype)
+        where = dict(rank=rank, world_size=world_size, batch=batch,
+                     num_microbatches=num_microbatches, dtype=dtype)
+        checks.expect(got["gradients"], gradients, **where,
+                      what="the stage's gradients [weight, bias] (the plain stage's: backward "
+                           "must run the stage again with autograd and backward through it)")
+        checks.expect(got["input_gradients"], input_gradients, **where,
+                      what="each micro-batch input's gradient (what backward returns for x, "
+                           "which goes back to rank - 1)")
+
+
+# --- 15-recompute-memory-test ----------------------------------------------------------------
+def recompute_memory_case(rank, world_size, batch, num_microbatches, dtype):
+    return recompute_case(rank, world_size, batch, num_microbatches, dtype)
+
+
+def check_recompute_memory(result, batch, num_microbatches, dtype):
+    world_size = result.world_size
+    for rank, got in enumerate(result.returns):
+        where = dict(rank=rank, world_size=world_size, batch=batch,
+                     num_microbatches=num_microbatches, dtype=dtype)
+        checks.expect(got["forwards"], 2 * num_microbatches, **where,
+                      what="how many times the stage ran forward: once in each forward step, "
+                           "and again in each backward step (Recompute's backward runs the "
+                           "stage again rather than keep its graph)")
+        checks.expect(got["held"], 1, **where,
+                      what="how many micro-batches' activations autograd held at once, at "
+                           "most: one, during its backward step. Recompute's forward runs the "
+                           "stage without autograd (a Function's forward does), saving only x")
