@@ -30,8 +30,8 @@ def check_all_reduce(result, shape, dtype):
     checks.expect_total_bytes(
         result, at_most=2 * (world_size - 1) * padded,
         needs=f"{2 * (world_size - 1) * size} bytes with dist.reduce then dist.broadcast, "
-              f"{2 * (world_size - 1) * padded} with dist.reduce_scatter_tensor then "
-              "dist.all_gather_into_tensor of the padded tensor. Gathering every rank's whole "
+              f"{2 * (world_size - 1) * padded} with dist.reduce_scatter_single then "
+              "dist.all_gather_single of the padded tensor. Gathering every rank's whole "
               "tensor on every rank and summing there moves world_size / 2 times as much: "
               "reduce first, then share the sum.")
 

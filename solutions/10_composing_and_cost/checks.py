@@ -93,8 +93,8 @@ def traced_bytes(rank, world_size, numel, algorithm):
         dist.all_reduce(tensor)                          # traced as a direct exchange
     else:
         shard = torch.empty(numel // world_size)
-        dist.reduce_scatter_tensor(shard, tensor)        # the ring's two halves
-        dist.all_gather_into_tensor(tensor, shard)
+        dist.reduce_scatter_single(shard, tensor)        # the ring's two halves
+        dist.all_gather_single(tensor, shard)
     return predict_all_reduce(algorithm, 4 * numel, world_size, 1e-6, 1e9)
 
 

@@ -108,8 +108,9 @@ def check_zero3(world_size, steps=4, batch=16):
                 "reduce_scatter_tensor": steps * (world_size - 1) * shard_bytes,
                 "all_reduce": steps * (world_size - 1) * 4}
         checks.expect(sent_per_op(result, rank), want, rank=rank, world_size=world_size,
-                      **context, what="the bytes your code sent with each kind of call (the "
-                                      "_single names count as all_gather_into_tensor and "
+                      **context, what="the bytes your code sent with each kind of call "
+                                      "(all_gather_single and reduce_scatter_single count under "
+                                      "their older names, all_gather_into_tensor and "
                                       "reduce_scatter_tensor)")
 
 

@@ -131,11 +131,13 @@ def check_sp(result, tp, tokens, width, hidden, dtype):
         checks.expect(forward, halves, **where,
                       what="the collectives of the forward pass, as (op, bytes sent, group): the "
                            "rows of x gathered, then the output's sums reduce-scattered to rows "
-                           "(the list forms all_gather and reduce_scatter count as these)")
+                           "(all_gather_single and reduce_scatter_single, and the list forms "
+                           "all_gather and reduce_scatter, count under these older names)")
         checks.expect(backward, halves, **where,
                       what="the collectives of the backward pass, as (op, bytes sent, group): the "
                            "rows of the output's gradient gathered, then x's gradient "
-                           "reduce-scattered to rows")
+                           "reduce-scattered to rows (all_gather_single and "
+                           "reduce_scatter_single count under these older names)")
         checks.expect(got_output, torch.tensor_split(output, tp)[t], **where,
                       what="this rank's rows of the MLP's output")
         wanted = [torch.tensor_split(x, tp)[t], torch.tensor_split(w1, tp, dim=1)[t],

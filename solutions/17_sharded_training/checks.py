@@ -315,7 +315,8 @@ def check_sharded(result, optimizer, steps, rows, compute_dtype):
                           "scattered once; every shard gathered for each forward and each "
                           "backward pass (in the compute dtype) and once for full_parameters "
                           "(float32); the gradients of the trained parameters reduce-scattered "
-                          "in float32 once per step (the _single names count as "
+                          "in float32 once per step (all_gather_single and "
+                          "reduce_scatter_single count under their older names, "
                           "all_gather_into_tensor and reduce_scatter_tensor)")
 
 

@@ -2,8 +2,9 @@ r"""The right losses, but the whole gradient is all-reduced instead of reduce-sc
 
 Answer cell: 13-train-zero3
 Test cell: 13-train-zero3-test
-Says: the bytes your code sent with each kind of call (the _single names count as \
-    all_gather_into_tensor and reduce_scatter_tensor) should be
+Says: the bytes your code sent with each kind of call (all_gather_single and \
+    reduce_scatter_single count under their older names, all_gather_into_tensor and \
+    reduce_scatter_tensor) should be
         {'scatter': 972, 'all_gather_into_tensor': 3888, 'reduce_scatter_tensor': 3888, \
     'all_reduce': 48}
     but it is

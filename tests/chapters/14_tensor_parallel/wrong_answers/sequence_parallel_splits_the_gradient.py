@@ -4,7 +4,8 @@ ranks (a split, not a reduce_scatter).
 Answer cell: 14-sequence-parallel
 Test cell: 14-sequence-parallel-test
 Says: the collectives of the backward pass, as (op, bytes sent, group): the rows of the output's \
-    gradient gathered, then x's gradient reduce-scattered to rows should be
+    gradient gathered, then x's gradient reduce-scattered to rows (all_gather_single and \
+    reduce_scatter_single count under these older names) should be
         [('all_gather_into_tensor', 96, [0, 1, 2, 3]), ('reduce_scatter_tensor', 96, [0, 1, 2, 3])]
     but it is
         [('all_gather_into_tensor', 96, [0, 1, 2, 3])]
