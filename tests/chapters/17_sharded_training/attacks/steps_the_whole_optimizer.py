@@ -11,6 +11,7 @@ from whole_optimizer import WholeOnEveryRank
 
 class ShardedOptimizer(WholeOnEveryRank):
     def step(self, closure=None):
+        loss = closure() if closure is not None else None
         for group, whole in zip(self.param_groups, self.whole.param_groups):
             whole.update({k: v for k, v in group.items() if k != "params"})
         trained = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
@@ -19,3 +20,4 @@ class ShardedOptimizer(WholeOnEveryRank):
         self.whole.step()
         for param in trained:
             dist.broadcast(param.detach().clone(), src=self.owner[param])
+        return loss
