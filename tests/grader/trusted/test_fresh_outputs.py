@@ -58,6 +58,8 @@ def graded(tmp_path_factory):
     # one worker: the students' kernels come one after the other, as the next student's would
     graded = graded_class(folder / "class", folder / "out", jobs=1, db=folder / "gradebook.db",
                           fresh_outputs=True)
+    # a kernel that could not start stops the batch: say so, rather than find no rows below
+    assert graded.batch.kernel_error is None, graded.batch.kernel_error
     return graded.rows, folder / "out"
 
 
