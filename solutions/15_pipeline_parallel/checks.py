@@ -20,6 +20,13 @@ def private_weights(rank, dtype):
             / HIDDEN ** 0.5 for shape in ((HIDDEN, HIDDEN), (HIDDEN,))]
 
 
+def load_private_weights(stage, rank, dtype):
+    """Put stage `rank`'s private [weight, bias] into `stage` (or a module wrapping it)."""
+    with torch.no_grad():
+        for param, value in zip(stage.parameters(), private_weights(rank, dtype)):
+            param.copy_(value)
+
+
 def private_batch(rank, what, batch, dtype):
     """The inputs (on rank 0) or the targets (on the last rank), known to that rank only."""
     generator = checks.private_generator(rank, what)
@@ -31,9 +38,7 @@ def with_private_inputs(schedule, rank, world_size, batch, dtype):
     the targets on the last rank with values only those ranks know (NaN elsewhere, as
     run_schedule makes them)."""
     def step(stage, x, target, num_microbatches):
-        with torch.no_grad():
-            for param, value in zip(stage.parameters(), private_weights(rank, dtype)):
-                param.copy_(value)
+        load_private_weights(stage, rank, dtype)
         if rank == 0:
             x = private_batch(rank, "inputs", batch, dtype).to(x.device)
         if rank == world_size - 1:
@@ -45,10 +50,8 @@ def with_private_inputs(schedule, rank, world_size, batch, dtype):
 def private_reference(world_size, batch, dtype):
     """reference_step on the ranks' own weights, inputs and targets."""
     stages = [make_stage(s, dtype=dtype) for s in range(world_size)]
-    with torch.no_grad():
-        for s, stage in enumerate(stages):
-            for param, value in zip(stage.parameters(), private_weights(s, dtype)):
-                param.copy_(value)
+    for s, stage in enumerate(stages):
+        load_private_weights(stage, s, dtype)
     x = private_batch(0, "inputs", batch, dtype)
     for stage in stages:
         x = stage(x)
@@ -150,9 +153,7 @@ def recompute_case(rank, world_size, batch, num_microbatches, dtype):
     torch.set_num_threads(1)
     device = commlab.device()
     stage = make_stage(rank, device, dtype)
-    with torch.no_grad():
-        for param, value in zip(stage.parameters(), private_weights(rank, dtype)):
-            param.copy_(value)
+    load_private_weights(stage, rank, dtype)
     x = private_batch(rank, "inputs", batch, dtype).to(device)
     target = private_batch(rank, "targets", batch, dtype).to(device)
     wrapped = Checkpointed(stage)
@@ -171,9 +172,7 @@ def plain_stage_gradients(rank, batch, num_microbatches, dtype):
     """In one process, the plain stage of rank `rank` on its micro-batches: the stage's
     gradients and each micro-batch input's gradient."""
     stage = make_stage(rank, dtype=dtype)
-    with torch.no_grad():
-        for param, value in zip(stage.parameters(), private_weights(rank, dtype)):
-            param.copy_(value)
+    load_private_weights(stage, rank, dtype)
     x = private_batch(rank, "inputs", batch, dtype)
     target = private_batch(rank, "targets", batch, dtype)
     input_gradients = []
