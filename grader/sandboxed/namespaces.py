@@ -191,12 +191,32 @@ def plan_from_data(data: dict | None) -> Plan | None:
                 tuple((Path(a), Path(b)) for a, b in data["links"]))
 
 
+# Folders a process inside writes to that an environment variable can name: outside the sandbox
+# they lie where it cannot write (torch sets TORCHINDUCTOR_CACHE_DIR in its own process's
+# environment, under /tmp, when it first imports its compiler, and its import inside makes the
+# folder: a grader that imported it would otherwise hand every kernel a folder it fails on).
+_CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "XDG_CACHE_HOME",
+                    "MPLCONFIGDIR")
+
+
+def own_writable_folders(plan: Plan) -> None:
+    """The temporary folder inside is the plan's workdir, and the caches that the environment
+    placed outside are made where torch and matplotlib place them by default: in it."""
+    os.environ["TMPDIR"] = str(plan.workdir)
+    tempfile.tempdir = None
+    for name in _CACHE_VARIABLES:
+        value = os.environ.get(name)
+        if value and not Path(value).resolve().is_relative_to(plan.workdir.resolve()):
+            del os.environ[name]
+
+
 def main(arguments: list[str]) -> None:
     """``kernel_command``'s program: enter the plan given as JSON, then run the command after
     ``--`` as the namespace's first process (its parent waits, and ends as it ends)."""
     plan = plan_from_data(json.loads(arguments[0]))
     argv = arguments[arguments.index("--") + 1:]
     enter(plan)
+    own_writable_folders(plan)
     child = os.fork()
     if child:
         _, status = os.waitpid(child, 0)

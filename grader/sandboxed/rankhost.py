@@ -32,7 +32,6 @@ import multiprocessing
 import os
 import pickle
 import signal
-import tempfile
 from typing import Any
 
 import psutil
@@ -115,7 +114,7 @@ def _settle(plan: namespaces.Plan | None) -> None:
     if plan is not None:
         for name in ("TMPDIR", "HOME", "MPLCONFIGDIR"):
             os.environ[name] = str(plan.workdir)
-        tempfile.tempdir = None
+        namespaces.own_writable_folders(plan)
         links.make_host_network()
     for name in [k for k in os.environ if k.startswith("JPY_")]:
         del os.environ[name]

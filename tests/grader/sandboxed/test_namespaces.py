@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,12 +16,13 @@ pytestmark = pytest.mark.skipif(not sandbox.available(),
                                 reason="this machine does not allow user namespaces")
 
 
-def _inside(tmp_path: Path, code: str) -> subprocess.CompletedProcess:
+def _inside(tmp_path: Path, code: str, **environ: str) -> subprocess.CompletedProcess:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     hidden = sandbox.hidden_paths([tmp_path / "out"])
     command = sandbox.kernel_command(sandbox.plan(work, hidden), [sys.executable, "-c", code])
-    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+    return subprocess.run(command, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **environ})
 
 
 def test_the_course_folder_shows_only_python_and_commlab(tmp_path):
@@ -44,6 +46,18 @@ def test_other_temporary_folders_are_empty(tmp_path):
     (tmp_path / "secret").write_text("x")
     done = _inside(tmp_path, f"import os; print(os.path.exists({str(tmp_path / 'secret')!r}))")
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_caches_the_graders_environment_places_outside_are_made_inside(tmp_path):
+    # what torch writes in the grader's own environment once it has imported its compiler
+    outside = {"TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_grader",
+               "TRITON_CACHE_DIR": str(tmp_path / "triton"), "TMPDIR": str(tmp_path / "t")}
+    done = _inside(tmp_path, "import tempfile, torch._dynamo\n"
+                   "from torch._inductor.runtime.cache_dir_utils import cache_dir\n"
+                   "print(cache_dir()); print(tempfile.gettempdir())", **outside)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cache, temporary = done.stdout.split()
+    assert Path(cache).parent == Path(temporary) == tmp_path / "work", done.stdout
 
 
 def test_only_loopback_is_up(tmp_path):
