@@ -46,6 +46,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support.waiting import until_answering
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRATCH = Path(os.environ.get("COMMLAB_IMAGE_SCRATCH")
                or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
@@ -545,6 +547,10 @@ class LabContainer:
             found = TOKEN_URL.search(logs)
             if found:
                 self.token = found.group(1)
+                url = f"{self.base_url}/api/status?token={self.token}"
+                if until_answering(url, deadline - time.monotonic()) is None:
+                    raise AssertionError(f"Lab printed its token URL but never answered at "
+                                         f"{self.base_url}:\n{self.logs()}")
                 return self
             if self.engine.run("container", "inspect", self.name, check=False).returncode:
                 break  # it stopped

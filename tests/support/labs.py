@@ -18,7 +18,7 @@ import psutil
 
 from support.containers import free_port
 from support.course_copy import ROOT
-from support.waiting import until
+from support.waiting import until, until_answering
 
 
 class MadeLab:
@@ -54,6 +54,11 @@ class MadeLab:
             raise AssertionError(f"make {self.target[0]} printed no token URL:\n"
                                  f"{self.log.read_text()[-3000:]}")
         self.token = found.group(1)
+        if until_answering(f"{self.base_url}/api/status?token={self.token}", timeout,
+                           alive=lambda: self.process.poll() is None) is None:
+            self.stop()
+            raise AssertionError(f"make {self.target[0]} printed its token URL but its server "
+                                 f"never answered:\n{self.log.read_text()[-3000:]}")
         return self
 
     @property
