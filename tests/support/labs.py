@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import urllib.error
 import urllib.request
@@ -18,6 +17,7 @@ import psutil
 
 from support.containers import free_port
 from support.course_copy import ROOT
+from support.sessions import stop_session
 from support.waiting import until, until_answering
 
 
@@ -89,13 +89,7 @@ class MadeLab:
         if self.process is None or self.process.poll() is not None:
             return
         started = psutil.Process(self.process.pid).children(recursive=True)
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        stop_session(self.process)
         for left in started:
             with contextlib.suppress(psutil.NoSuchProcess):
                 left.kill()

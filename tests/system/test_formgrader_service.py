@@ -28,7 +28,6 @@ import os
 import pwd
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,7 @@ import yaml
 from support.containers import free_port
 from support.course_copy import ROOT, VENV, tracked_copy
 from support.hub import HubUser, hub_environment
+from support.sessions import stop_session
 from support.waiting import until
 
 
@@ -171,13 +171,7 @@ class Pod:
             f"Formgrader's pod did not start:\n{self.log.read_text()[-4000:]}"
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_session(self.process)
 
 
 def _hub_config(folder: Path, port: int, api_port: int, token: str,
@@ -264,11 +258,7 @@ def graded():
                              f"Formgrader's:\n{_tail(pod.log)}") from error
     finally:
         pod.stop()
-        os.killpg(hub.pid, signal.SIGTERM)
-        try:
-            hub.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(hub.pid, signal.SIGKILL)
+        stop_session(hub)
         shutil.rmtree(folder)
 
 

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import threading
 import time
@@ -43,6 +42,7 @@ from support.containers import MEASURED, SCRATCH, free_port, step
 from support.course_copy import ROOT, tracked_copy
 from support.grading import read_grades
 from support.hub import HUB_VENV, HubUser, hub_environment
+from support.sessions import stop_session
 
 pytestmark = [pytest.mark.hub, pytest.mark.image]
 
@@ -154,12 +154,7 @@ class ClassHub:
                 self.started = list({p.pid: p for p in [
                     *self.started, *psutil.Process(self.process.pid).children(recursive=True)]
                 }.values())
-            os.killpg(self.process.pid, signal.SIGTERM)  # the hub stops its servers and proxy
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+            stop_session(self.process, grace=60)  # the hub stops its servers and proxy
         for left in self.started:  # the services have sessions of their own
             with contextlib.suppress(psutil.NoSuchProcess):
                 left.kill()
@@ -172,9 +167,7 @@ class ClassHub:
         for name in volumes.split():
             if name.startswith(f"{self.course_id}-home-"):
                 engine.run("volume", "rm", "--force", name, check=False)
-        if self.service is not None:
-            os.killpg(self.service.pid, signal.SIGTERM)
-            self.service.wait(timeout=30)
+        stop_session(self.service)
 
 
 def _answer_and_submit(student: HubUser, notebook, course_id: str) -> str:
