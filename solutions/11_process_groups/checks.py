@@ -101,7 +101,7 @@ def check_dp_tp(dp, tp, batch=4, width=6, out=3, dtype=torch.float32):
 # Calls each rank makes on its pair before the world's: more than the world's, so that a
 # sequence number means something only together with its process group.
 PAIR_CALLS = 8
-VISIBLE_PLAN = dict(kind="late", bad_rank=2, step=5, op="all_reduce")
+VISIBLE_PLAN = {"kind": "late", "bad_rank": 2, "step": 5, "op": "all_reduce"}
 
 
 def hang_plan(seed):
