@@ -7,7 +7,11 @@ read the course's own copy of this file (in its notebooks/ folder): a copy in yo
 is for reading, and editing it changes nothing.
 """
 
+import copy
+import random
+
 import torch
+import torch.distributed as dist
 
 import commlab
 from commlab import checks
@@ -91,3 +95,98 @@ def check_dp_tp(dp, tp, batch=4, width=6, out=3, dtype=torch.float32):
     expected = [torch.tensor_split(full, tp, dim=0)[rank % tp] for rank in range(world_size)]
     checks.expect_per_rank(result, expected, what="the gradient of this rank's rows of w",
                            **context)
+
+
+# --- 11-diagnose-test ------------------------------------------------------------------------
+# Calls each rank makes on its pair before the world's: more than the world's, so that a
+# sequence number means something only together with its process group.
+PAIR_CALLS = 8
+VISIBLE_PLAN = {"kind": "late", "bad_rank": 2, "step": 5, "op": "all_reduce"}
+
+
+def hang_plan(seed):
+    """Which rank goes wrong, how (it never arrives, or it passes another count), and at which
+    collective of the world group: drawn from `seed`."""
+    chooser = random.Random(seed)
+    kind, bad_rank = chooser.choice(["late", "count"]), chooser.randrange(4)
+    step = chooser.randint(2, 6)
+    # gloo may abort a process that receives more bytes than its broadcast expects: the count
+    # goes wrong only in an all_reduce, where it times out
+    op = chooser.choice(["all_reduce", "broadcast"]) if kind == "late" else "all_reduce"
+    return dict(kind=kind, bad_rank=bad_rank, step=step, op=op)
+
+
+def hang_steps(plan):
+    """What every rank runs for `plan`: PAIR_CALLS all_reduces on its pair, then `plan["step"]`
+    collectives on the world, of which the last goes wrong on rank `plan["bad_rank"]`."""
+    def steps(rank, world_size):
+        pair, _ = dist.new_subgroups(group_size=2)
+        for _ in range(PAIR_CALLS):
+            dist.all_reduce(torch.ones(2), group=pair)
+        for step in range(1, plan["step"] + 1):
+            numel = 4
+            if rank == plan["bad_rank"] and step == plan["step"]:
+                if plan["kind"] == "late":
+                    return
+                numel = 5
+            tensor = torch.ones(numel)
+            if plan["op"] == "broadcast":
+                dist.broadcast(tensor, src=0)
+            else:
+                dist.all_reduce(tensor)
+    return steps
+
+
+def _world_calls(dumps):
+    """rank -> {seq: (profiling_name, input_sizes)} of the world group ("0")."""
+    return {rank: {e["collective_seq_id"]: (e["profiling_name"], e["input_sizes"])
+                   for e in dump["entries"] if str(e["process_group"][0]) == "0"}
+            for rank, dump in dumps.items()}
+
+
+def _why(got, expected, plan, dumps):
+    """The reason a student's (rank, name, seq) is wrong, in the words of the dumps."""
+    rank, name, seq = got
+    bad_rank, _, bad_seq = expected
+    world = _world_calls(dumps)
+    last = {r: max(calls, default=0) for r, calls in world.items()}
+    if seq not in {s for calls in world.values() for s in calls} or seq > max(last.values()):
+        return (f"no rank recorded a collective {seq!r} in the world group (process group \"0\"): "
+                "sequence numbers count per process group, and each rank also made "
+                f"{PAIR_CALLS} calls on its pair. Compare the ranks' entries of one process "
+                "group at a time (entry[\"process_group\"]).")
+    if seq == bad_seq - 1:
+        return (f"collective {seq} is the last one every rank got through; the job is stuck in "
+                f"the next one of the group, {bad_seq}.")
+    if rank != bad_rank and rank in world:
+        if plan["kind"] == "late":
+            return (f"rank {rank} recorded collective {last[rank]} of the world group like the "
+                    "others: it waited there, it did not fall behind (on gloo every entry's "
+                    "state stays \"scheduled\"). The rank behind is the one whose last sequence "
+                    "number in the group is the smallest.")
+        return (f"rank {rank} called the same thing as most ranks at collective {bad_seq}; the "
+                "rank at fault is the one whose profiling_name or input_sizes there differ from "
+                "the others'.")
+    return "look again at the entries of the world group around that sequence number."
+
+
+def check_diagnose(seed=None):
+    """diagnose names the rank, the collective and its sequence number of a real run that hung,
+    from the ranks' flight-recorder dumps."""
+    plan = VISIBLE_PLAN if seed is None else hang_plan(seed)
+    dumps = {rank: dump for rank, (_, dump) in run_with_flight_recorder(hang_steps(plan)).items()}
+    expected = (plan["bad_rank"], f"gloo:{plan['op']}", plan["step"])
+    how = ("stopped before" if plan["kind"] == "late"
+           else "passed a tensor of another size to")
+    case = f"In a run where one rank {how} one collective of the world group"
+    got = diagnose(copy.deepcopy(dumps))
+    if not (isinstance(got, tuple) and len(got) == 3 and isinstance(got[0], int)
+            and isinstance(got[2], int)):
+        raise checks.CheckFailed(f"{case}, diagnose(dumps) should return a tuple (rank, "
+                                 "profiling_name, collective_seq_id) of an int, a str and an "
+                                 f"int, but it returned {got!r:.200}.")
+    rank, name, seq = got
+    if (rank, str(name).split(":")[-1], seq) == (expected[0], plan["op"], expected[2]):
+        return
+    raise checks.CheckFailed(f"{case}, diagnose(dumps) should return\n    {expected!r}\nbut it "
+                             f"returned\n    {got!r:.200}\n{_why(got, expected, plan, dumps)}")
