@@ -69,15 +69,22 @@ LONGEST_FIRST = ["tests/system", "tests/course/test_one_verdict.py",
                  "tests/chapters/test_solutions.py", "tests/grader/trusted/test_batch.py"]
 
 
+# The modules of tests/system/ that build or run the images: one worker builds them once, in
+# order. The others there (Slurm, the website, a term's grading, Formgrader's pod) need none.
+WITH_IMAGES = {"tests/system/test_image.py", "tests/system/test_browser.py",
+               "tests/system/test_hub.py"}
+
+
 def group(nodeid: str) -> str:
     """The tests that must run on one worker: a module's (they share its module fixtures), or in
     the modules of BY_CHAPTER a chapter's (named in the test's parameters); a notebook's cells
-    (nbval runs them in order, in one kernel); and every test of tests/system/, which share the
-    images, the browser, the hub's and the site's environments and the Slurm cluster, and would
-    only slow each other down."""
+    (nbval runs them in order, in one kernel); the tests of tests/system/ that share the images
+    (their builds would only slow each other down); and the other tests of tests/system/, which
+    share the browser's, the hub's and the site's environments and the Slurm cluster, beside
+    them: the image builds alone take a worker for most of the run."""
     path, _, rest = nodeid.partition("::")
     if path.startswith("tests/system/"):
-        return "tests/system"
+        return "tests/system" if path in WITH_IMAGES else "tests/system (no images)"
     if path in BY_CHAPTER and "[" in rest:
         parameters = rest[rest.index("["):]
         chapter = next((name for name in CHAPTER_NAMES if name in parameters), None)
