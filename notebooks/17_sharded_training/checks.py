@@ -7,6 +7,8 @@ read the course's own copy of this file (in its notebooks/ folder): a copy in yo
 is for reading, and editing it changes nothing.
 """
 
+import io
+
 import torch
 
 import commlab
@@ -206,6 +208,196 @@ def check_memory(result, optimizer, steps, rows):
                   **context, what=f"the ranks whose optimizer holds more than 1/{n} of the "
                                   f"unsharded state plus one parameter's ({fair} bytes), as "
                                   "{rank: bytes}")
+
+
+# --- 17-resume-optimizer-test ----------------------------------------------------------------
+def sized_model(seed, width, hidden):
+    """A ToyModel of the given sizes, initialised from seed (the same on every rank)."""
+    torch.manual_seed(seed)
+    return ToyModel(width, hidden)
+
+
+def resume_groups(model, unfreeze_at, before):
+    """The optimizer's groups when `before` steps have been taken: the first groups, and
+    `head`'s once training has unfrozen it (at step unfreeze_at), as train_steps adds it."""
+    groups = first_groups(model)
+    if unfreeze_at is not None and unfreeze_at < before:
+        model.head.requires_grad_(True)
+        groups.append({"params": list(model.head.parameters()), "lr": 0.03})
+    return groups
+
+
+def train_steps(optimizer, model, batches_per_rank, steps, unfreeze_at, halve_lr_at):
+    """The training loop of check_optimizer's test, for the steps in `steps` only (numbered as
+    in the whole run): the average of the ranks' gradients, `head` joining as a group of its
+    own at step unfreeze_at, the first group's learning rate halved at step halve_lr_at.
+    Returns the parameters after each of these steps."""
+    history = []
+    for step in steps:
+        if step == unfreeze_at:
+            model.head.requires_grad_(True)
+            optimizer.add_param_group({"params": list(model.head.parameters()), "lr": 0.03})
+        if step == halve_lr_at:
+            optimizer.param_groups[0]["lr"] /= 2
+        grads = {}
+        for batches in batches_per_rank:
+            optimizer.zero_grad()
+            x, y = batches[step]
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            for param in model.parameters():
+                if param.grad is not None:
+                    grads[param] = grads.get(param, 0) + param.grad
+        for param, grad in grads.items():
+            param.grad = grad / len(batches_per_rank)
+        optimizer.step()
+        history.append([p.detach().clone() for p in model.parameters()])
+    return history
+
+
+def saved_and_loaded(value):
+    """value written to a checkpoint file and read back: a copy that shares no tensor with it."""
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    buffer.seek(0)
+    return torch.load(buffer)
+
+
+def resume_case(rank, world_size, optimizer, seed, width, hidden, before, after, rows,
+                unfreeze_at, halve_lr_at):
+    """Train a ResumableShardedOptimizer `before` steps, checkpoint the model and the
+    optimizer (state_dict(), through a file's bytes), build a fresh model and optimizer, load
+    both, train `after` steps more; and, beside it, the same optimizer trained without a break.
+    Returns both runs' parameters after each step, and held_bytes of the resumed optimizer."""
+    torch.set_num_threads(1)
+    mine = [private_batches_of(rank, before + after, rows, width)]
+    steady_model = sized_model(seed, width, hidden)
+    steady = make_resumable(optimizer, first_groups(steady_model))
+    uninterrupted = train_steps(steady, steady_model, mine, range(before + after), unfreeze_at,
+                                halve_lr_at)
+    model = sized_model(seed, width, hidden)
+    first = make_resumable(optimizer, first_groups(model))
+    resumed = train_steps(first, model, mine, range(before), unfreeze_at, halve_lr_at)
+    checkpoint = saved_and_loaded({"model": model.state_dict(), "optimizer": first.state_dict()})
+    del model, first
+    model = sized_model(seed + 1, width, hidden)          # other weights, until it loads them
+    model.load_state_dict(checkpoint["model"])
+    again = make_resumable(optimizer, resume_groups(model, unfreeze_at, before))
+    again.load_state_dict(checkpoint["optimizer"])
+    resumed += train_steps(again, model, mine, range(before, before + after), unfreeze_at,
+                           halve_lr_at)
+    return (uninterrupted, resumed, state_bytes(again, model),
+            state_bytes(steady, steady_model))
+
+
+def private_batches_of(rank, steps, rows, width):
+    """Rank `rank`'s rows of every batch, `width` features wide, values only that rank knows."""
+    return make_batches(steps, rows, width, generator=checks.private_generator(rank, "resume"))
+
+
+def optimizer_settings(kind):
+    """The optimizer class and keyword arguments the tests use for `kind`."""
+    return {"AdamW": (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.1, eps=1e-5)),
+            "SGD": (torch.optim.SGD, dict(lr=0.05, momentum=0.9)),
+            "Adam": (torch.optim.Adam, dict(lr=0.02, amsgrad=True, eps=1e-5))}[kind]
+
+
+def make_resumable(kind, params):
+    optimizer_cls, kwargs = optimizer_settings(kind)
+    return ResumableShardedOptimizer(params, optimizer_cls, **kwargs)
+
+
+def one_process(kind, seed, width, hidden, before, after, rows, world_size, unfreeze_at,
+                halve_lr_at, lose=None):
+    """In one process, the unsharded optimizer on every rank's rows: the parameters after each
+    step, resumed from a checkpoint after `before` steps. With `lose`, the checkpoint loses a
+    part on the way, as a wrong answer would: "state" (every parameter's state), "step" (the
+    step counts, back to 0) or "settings" (the groups' settings, back to those the optimizer
+    was built with)."""
+    optimizer_cls, kwargs = optimizer_settings(kind)
+    every_rank = [private_batches_of(r, before + after, rows, width) for r in range(world_size)]
+    model = sized_model(seed, width, hidden)
+    optimizer = optimizer_cls(first_groups(model), **kwargs)
+    history = train_steps(optimizer, model, every_rank, range(before), unfreeze_at, halve_lr_at)
+    saved = saved_and_loaded(optimizer.state_dict())
+    optimizer = optimizer_cls(resume_groups(model, unfreeze_at, before), **kwargs)
+    built = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+    if lose == "state":
+        saved["state"] = {}
+    if lose == "step":
+        for state in saved["state"].values():
+            if "step" in state:
+                state["step"] = torch.zeros_like(state["step"])
+    optimizer.load_state_dict(saved)
+    if lose == "settings":
+        for group, settings in zip(optimizer.param_groups, built):
+            group.update(settings)
+    return history + train_steps(optimizer, model, every_rank, range(before, before + after),
+                                 unfreeze_at, halve_lr_at)
+
+
+def what_was_lost(resumed, expected, kind, **case):
+    """Words naming what the resumed run lost, when its parameters are those of a checkpoint
+    that lost a part of the optimizer's state or settings (and that loss changes them)."""
+    words = {
+        "state": f"every parameter's state ({STATE_NAMES[kind]}): load_state_dict did not "
+                 "restore the optimizer state, so the resumed optimizer started afresh",
+        "step": "the step counts (state['step'], back to 0): the optimizer state was restored "
+                "without them, so Adam's bias correction started again",
+        "settings": "the groups' settings (the learning rate the training halved before the "
+                    "checkpoint): load_state_dict restored the state but not param_groups, and "
+                    "step() copies those settings into the wrapped optimizer"}
+    for lose, said in words.items():
+        lost = one_process(kind, lose=lose, **case)
+        if not checks.same(lost, expected) and checks.same(resumed, lost):
+            return f" The parameters are what you get when the checkpoint loses {said}."
+    return ""
+
+
+STATE_NAMES = {"AdamW": "exp_avg, exp_avg_sq and step",
+               "Adam": "exp_avg, exp_avg_sq, max_exp_avg_sq and step",
+               "SGD": "momentum_buffer"}
+
+
+def check_resume(result, optimizer, seed, width, hidden, before, after, rows, unfreeze_at,
+                 halve_lr_at):
+    n = result.world_size
+    context = dict(optimizer=optimizer, seed=seed, width=width, hidden=hidden, before=before,
+                   after=after, rows=rows, unfreeze_at=unfreeze_at, halve_lr_at=halve_lr_at)
+    case = dict(seed=seed, width=width, hidden=hidden, before=before, after=after, rows=rows,
+                world_size=n, unfreeze_at=unfreeze_at, halve_lr_at=halve_lr_at)
+    expected = one_process(optimizer, **case)
+    for rank in range(n):
+        uninterrupted, resumed, _, _ = result.returns[rank]
+        where = dict(rank=rank, world_size=n, **context)
+        checks.expect(uninterrupted, expected, **where,
+                      what=f"the parameters after each step of the run without a checkpoint "
+                           f"(those of one process's {optimizer} on every rank's rows): the "
+                           "ShardedOptimizer of Exercise 1 must pass its test first")
+        for step in range(before, before + after):
+            if checks.same(resumed[step], expected[step]):
+                continue
+            lost = what_was_lost(resumed, expected, optimizer, **case)
+            checks.expect(resumed[step], expected[step], **where,
+                          what="the run resumed from the checkpoint drifts from the run without "
+                               f"one: the resumed optimizer must go on from the state it was "
+                               f"saved with, each parameter's state ({STATE_NAMES[optimizer]}) "
+                               "on the rank that owns it, and the groups' settings."
+                               f"{lost} Its parameters after step {step}, the "
+                               f"{'first' if step == before else 'next'} after the checkpoint "
+                               f"taken after {before} steps (those of the run without one, "
+                               f"and of one process's {optimizer})")
+
+
+def check_resume_memory(result, optimizer, **case):
+    n = result.world_size
+    for rank in range(n):
+        _, _, resumed, steady = result.returns[rank]
+        checks.expect(resumed, steady, rank=rank, world_size=n, optimizer=optimizer, **case,
+                      what="held_bytes(optimizer) after training resumed from the checkpoint "
+                           "(parameters and gradients excluded): what the same rank holds "
+                           "without a checkpoint, its share of the state only. "
+                           "load_state_dict keeps this rank's share: the state of the "
+                           "parameters it owns")
 
 
 # --- 17-fully-sharded-test -------------------------------------------------------------------
