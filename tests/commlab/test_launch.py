@@ -224,6 +224,8 @@ def test_ranks_started_ahead_end_when_closed_or_when_their_launcher_dies():
         from support.processes import forkserver_children
         commlab.run(lambda rank, world_size: rank, 2)
         waiting = processes.ranks_started_ahead(timeout=60)
+        # the run's own ranks are stopped in the background, and may not have ended yet
+        assert processes.wait_stopped(60)
         assert sorted(p.pid for p in forkserver_children()) == sorted(waiting), waiting
         processes.close_ranks_started_ahead()
         assert forkserver_children() == [], forkserver_children()
