@@ -21,11 +21,15 @@ def private_batches(rank, steps, rows):
     return make_batches(steps, rows, generator=checks.private_generator(rank, "rows"))
 
 
+def optimizer_settings(kind):
+    """The optimizer class and keyword arguments the tests use for `kind`."""
+    return {"AdamW": (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.1, eps=1e-5)),
+            "SGD": (torch.optim.SGD, dict(lr=0.05, momentum=0.9)),
+            "Adam": (torch.optim.Adam, dict(lr=0.02, amsgrad=True, eps=1e-5))}[kind]
+
+
 def make_optimizer(kind, params, sharded):
-    optimizer_cls, kwargs = {
-        "AdamW": (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.1, eps=1e-5)),
-        "SGD": (torch.optim.SGD, dict(lr=0.05, momentum=0.9)),
-        "Adam": (torch.optim.Adam, dict(lr=0.02, amsgrad=True, eps=1e-5))}[kind]
+    optimizer_cls, kwargs = optimizer_settings(kind)
     if sharded:
         return ShardedOptimizer(params, optimizer_cls, **kwargs)
     return optimizer_cls(params, **kwargs)
@@ -35,6 +39,32 @@ def first_groups(model):
     """The optimizer's groups at the start: every parameter but the head's, which join later."""
     return parameter_groups((name, param) for name, param in model.named_parameters()
                             if not name.startswith("head."))
+
+
+def follow_schedule(optimizer, model, step, unfreeze_at, halve_lr_at):
+    """The test's schedule at step `step`: `head` joins the optimizer as a group of its own at
+    step unfreeze_at; the first group's learning rate is halved at step halve_lr_at."""
+    if step == unfreeze_at:
+        model.head.requires_grad_(True)
+        optimizer.add_param_group({"params": list(model.head.parameters()), "lr": 0.03})
+    if step == halve_lr_at:
+        optimizer.param_groups[0]["lr"] /= 2
+
+
+def average_gradients(optimizer, model, batches_per_rank, step):
+    """Each parameter's gradient: the average over the ranks of the gradient of each rank's mean
+    squared error on its rows of batch `step` (on a rank, batches_per_rank holds its own)."""
+    grads = {}
+    for batches in batches_per_rank:
+        optimizer.zero_grad()
+        x, y = batches[step]
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        for param in model.parameters():
+            if param.grad is not None:
+                grads[param] = grads.get(param, 0) + param.grad
+    if len(batches_per_rank) > 1:
+        for param, grad in grads.items():
+            param.grad = grad / len(batches_per_rank)
 
 
 def train_with(optimizer, model, batches_per_rank, unfreeze_at, halve_lr_at, calls=(),
@@ -49,12 +79,8 @@ def train_with(optimizer, model, batches_per_rank, unfreeze_at, halve_lr_at, cal
     each step() returned what the closure returned (None without a closure)."""
     history, held, trained, marks, returned = [], [], [], [], []
     for step in range(len(batches_per_rank[0])):
-        if step == unfreeze_at:
-            model.head.requires_grad_(True)
-            optimizer.add_param_group({"params": list(model.head.parameters()), "lr": 0.03})
-        if step == halve_lr_at:
-            optimizer.param_groups[0]["lr"] /= 2
-        grads, losses = {}, []
+        follow_schedule(optimizer, model, step, unfreeze_at, halve_lr_at)
+        losses = []
         if closure:
             x, y = batches_per_rank[0][step]
 
@@ -64,16 +90,7 @@ def train_with(optimizer, model, batches_per_rank, unfreeze_at, halve_lr_at, cal
                 losses[-1].backward()
                 return losses[-1]
         else:
-            for batches in batches_per_rank:
-                optimizer.zero_grad()
-                x, y = batches[step]
-                torch.nn.functional.mse_loss(model(x), y).backward()
-                for param in model.parameters():
-                    if param.grad is not None:
-                        grads[param] = grads.get(param, 0) + param.grad
-        if len(batches_per_rank) > 1:
-            for param, grad in grads.items():
-                param.grad = grad / len(batches_per_rank)
+            average_gradients(optimizer, model, batches_per_rank, step)
         held.append([p for group in optimizer.param_groups for p in group["params"]])
         trained.append([p for p in held[-1] if p.grad is not None])
         marks.append(len(calls))
@@ -184,15 +201,7 @@ def check_memory(result, optimizer, steps, rows):
     unsharded = make_optimizer(optimizer, parameter_groups(model.named_parameters()), False)
     every_rank = [private_batches(r, steps, rows) for r in range(n)]
     for step in range(steps):
-        grads = {}
-        for batches in every_rank:
-            unsharded.zero_grad()
-            torch.nn.functional.mse_loss(model(batches[step][0]), batches[step][1]).backward()
-            for param in model.parameters():
-                if param.grad is not None:
-                    grads[param] = grads.get(param, 0) + param.grad
-        for param, grad in grads.items():
-            param.grad = grad / n
+        average_gradients(unsharded, model, every_rank, step)
         unsharded.step()
     for rank, (_, parameters) in enumerate(result.returns):
         checks.expect(parameters, list(model.parameters()), rank=rank, world_size=n, **context,
@@ -234,21 +243,8 @@ def train_steps(optimizer, model, batches_per_rank, steps, unfreeze_at, halve_lr
     Returns the parameters after each of these steps."""
     history = []
     for step in steps:
-        if step == unfreeze_at:
-            model.head.requires_grad_(True)
-            optimizer.add_param_group({"params": list(model.head.parameters()), "lr": 0.03})
-        if step == halve_lr_at:
-            optimizer.param_groups[0]["lr"] /= 2
-        grads = {}
-        for batches in batches_per_rank:
-            optimizer.zero_grad()
-            x, y = batches[step]
-            torch.nn.functional.mse_loss(model(x), y).backward()
-            for param in model.parameters():
-                if param.grad is not None:
-                    grads[param] = grads.get(param, 0) + param.grad
-        for param, grad in grads.items():
-            param.grad = grad / len(batches_per_rank)
+        follow_schedule(optimizer, model, step, unfreeze_at, halve_lr_at)
+        average_gradients(optimizer, model, batches_per_rank, step)
         optimizer.step()
         history.append([p.detach().clone() for p in model.parameters()])
     return history
@@ -292,13 +288,6 @@ def resume_case(rank, world_size, optimizer, seed, width, hidden, before, after,
 def private_batches_of(rank, steps, rows, width):
     """Rank `rank`'s rows of every batch, `width` features wide, values only that rank knows."""
     return make_batches(steps, rows, width, generator=checks.private_generator(rank, "resume"))
-
-
-def optimizer_settings(kind):
-    """The optimizer class and keyword arguments the tests use for `kind`."""
-    return {"AdamW": (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.1, eps=1e-5)),
-            "SGD": (torch.optim.SGD, dict(lr=0.05, momentum=0.9)),
-            "Adam": (torch.optim.Adam, dict(lr=0.02, amsgrad=True, eps=1e-5))}[kind]
 
 
 def make_resumable(kind, params):
