@@ -6,15 +6,13 @@ Test cell: 08-moe-layer-test
 Says: the expert's parameters got no gradient
 """
 
+from moe import kept_tokens
+
 
 def moe_layer(x, router_weight, expert, capacity):
     world_size = dist.get_world_size()
     expert_of_token, gate = route(x, router_weight)
-    order = torch.argsort(expert_of_token, stable=True)
-    counts = torch.bincount(expert_of_token, minlength=world_size)
-    starts = torch.cumsum(counts, 0) - counts
-    place = torch.arange(len(order)) - starts[expert_of_token[order]]
-    kept = order[place < capacity]
+    kept, _ = kept_tokens(expert_of_token, capacity)
     arrived = dispatch_tokens(x[kept], expert_of_token[kept])
     results = expert(arrived)
     send_counts = torch.bincount(expert_of_token[kept], minlength=world_size)
