@@ -18,3 +18,16 @@ def split_sizes(send_counts):
     recv_counts = torch.empty_like(send_counts)
     dist.all_to_all_single(recv_counts, send_counts)
     return send_counts.tolist(), recv_counts.tolist()
+
+
+class ForwardAllToAll(torch.autograd.Function):
+    """AllToAll's forward step, which its answers share: each rank's rows sent to the ranks in
+    ``input_split_sizes``, those received stacked by ``output_split_sizes``."""
+
+    @staticmethod
+    def forward(ctx, input, output_split_sizes, input_split_sizes):
+        ctx.split_sizes = output_split_sizes, input_split_sizes
+        output = input.new_empty((sum(output_split_sizes), *input.shape[1:]))
+        dist.all_to_all_single(output, input.contiguous(), output_split_sizes=output_split_sizes,
+                               input_split_sizes=input_split_sizes)
+        return output

@@ -2,19 +2,13 @@ r"""The backward pass runs an all-to-all, but with the forward's split sizes, no
 
 Answer cell: 08-all-to-all-function
 Test cell: 08-moe-layer-test
-Says: with the reverse all_to_all_single
+Says: the two split-size lists trade
 """
 
+from moe import ForwardAllToAll
 
-class AllToAll(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, input, output_split_sizes, input_split_sizes):
-        ctx.split_sizes = output_split_sizes, input_split_sizes
-        output = input.new_empty((sum(output_split_sizes), *input.shape[1:]))
-        dist.all_to_all_single(output, input.contiguous(), output_split_sizes=output_split_sizes,
-                               input_split_sizes=input_split_sizes)
-        return output
 
+class AllToAll(ForwardAllToAll):
     @staticmethod
     def backward(ctx, grad_output):
         output_split_sizes, input_split_sizes = ctx.split_sizes

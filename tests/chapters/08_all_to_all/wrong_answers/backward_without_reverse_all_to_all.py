@@ -6,15 +6,10 @@ Test cell: 08-moe-layer-test
 Says: with the reverse all_to_all_single
 """
 
+from moe import ForwardAllToAll
 
-class AllToAll(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, input, output_split_sizes, input_split_sizes):
-        output = input.new_empty((sum(output_split_sizes), *input.shape[1:]))
-        dist.all_to_all_single(output, input.contiguous(), output_split_sizes=output_split_sizes,
-                               input_split_sizes=input_split_sizes)
-        return output
 
+class AllToAll(ForwardAllToAll):
     @staticmethod
     def backward(ctx, grad_output):
         return grad_output, None, None

@@ -5,29 +5,21 @@ Answer cell: 17-fully-sharded
 Test cell: 17-fully-sharded-test
 """
 
+from sharded_backward import sharded_backward
+
+
+def reduce_scattered(grad, shard):
+    """This rank's shard of the gradient summed over the ranks, by reduce_scatter_tensor."""
+    world_size = dist.get_world_size()
+    shard_grad = torch.empty_like(shard)
+    dist.reduce_scatter_tensor(shard_grad, flat_padded(grad.float(), world_size))
+    return shard_grad / world_size
+
 
 class OlderNamesForward(ShardedForward):
     @staticmethod
     def backward(ctx, grad_output):
-        sharded, (inner_x, output) = ctx.sharded, ctx.inner
-        sharded.gather()
-        names = [name for name, full in sharded.unsharded.items() if full.requires_grad]
-        inputs = [sharded.unsharded[name] for name in names]
-        if inner_x.requires_grad:
-            names, inputs = names + ["x"], inputs + [inner_x]
-        grads = dict(zip(names, torch.autograd.grad(output, inputs, grad_output)))
-        sharded.free()
-        world_size = dist.get_world_size()
-        shard_grads = []
-        for name, shard in sharded.module.named_parameters():
-            if not shard.requires_grad:
-                shard_grads.append(None)
-                continue
-            shard_grad = torch.empty_like(shard)
-            dist.reduce_scatter_tensor(shard_grad, flat_padded(grads[name].float(), world_size))
-            shard_grads.append(shard_grad / world_size)
-        grad_x = grads["x"].to(ctx.x_dtype) if "x" in grads else None
-        return None, grad_x, *shard_grads
+        return sharded_backward(ctx, grad_output, reduce_scattered)
 
 
 class FullyShardedModule(FullyShardedModule):

@@ -5,29 +5,21 @@ Test cell: 17-fully-sharded-test
 Says: all_reduce
 """
 
+from sharded_backward import sharded_backward
+
+
+def all_reduced(grad, shard):
+    """The whole gradient all-reduced, and this rank's chunk of it."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    whole = flat_padded(grad.float(), world_size)
+    dist.all_reduce(whole)
+    return whole.chunk(world_size)[rank] / world_size
+
 
 class AllReducing(ShardedForward):
     @staticmethod
     def backward(ctx, grad_output):
-        sharded, (inner_x, output) = ctx.sharded, ctx.inner
-        sharded.gather()
-        names = [name for name, full in sharded.unsharded.items() if full.requires_grad]
-        inputs = [sharded.unsharded[name] for name in names]
-        if inner_x.requires_grad:
-            names, inputs = names + ["x"], inputs + [inner_x]
-        grads = dict(zip(names, torch.autograd.grad(output, inputs, grad_output)))
-        sharded.free()
-        rank, world_size = dist.get_rank(), dist.get_world_size()
-        shard_grads = []
-        for name, shard in sharded.module.named_parameters():
-            if not shard.requires_grad:
-                shard_grads.append(None)
-                continue
-            whole = flat_padded(grads[name].float(), world_size)
-            dist.all_reduce(whole)
-            shard_grads.append(whole.chunk(world_size)[rank] / world_size)
-        grad_x = grads["x"].to(ctx.x_dtype) if "x" in grads else None
-        return None, grad_x, *shard_grads
+        return sharded_backward(ctx, grad_output, all_reduced)
 
 
 class FullyShardedModule(FullyShardedModule):
