@@ -93,7 +93,7 @@ def draw_kv_ring(result: RunResult, title: str | None = None) -> Figure:
     Raises:
         DrawError: see :func:`kv_blocks`.
     """
-    from .figure import RunFigure
+    from .figure_parts import RunFigure
 
     blocks = kv_blocks(result)
     n, steps = result.world_size, len(blocks)
@@ -121,7 +121,7 @@ def _draw_kv_cells(ax: Any, blocks: list[list[int]]) -> None:
     """A column per step, a cell per rank: the block it holds, in its owner's colour."""
     from matplotlib.patches import FancyBboxPatch
 
-    from .figure import text_color
+    from .figure_parts import text_color
 
     for step, held in enumerate(blocks):
         ax.text(step, -0.62, f"step {step}", ha="center", va="center", fontsize=11,
@@ -176,7 +176,7 @@ def draw_layout(per_rank: list[Any], heads: int, seq_len: int, titles: list[str]
         DrawError: a rank returned a different number of tensors than ``titles`` has, or an id
             outside the grid.
     """
-    from .figure import RunFigure
+    from .figure_parts import RunFigure
 
     _check_layout(per_rank, titles)
     inches = 0.9 + (0.3 * heads + 0.6) * len(titles)
@@ -227,7 +227,7 @@ def _draw_layout_panel(ax: Any, holder: list[list[int | None]], heads: int, seq_
     """One panel: a row per head, a column per position, each cell in its holder's colour."""
     from matplotlib.patches import Rectangle
 
-    from .figure import text_color
+    from .figure_parts import text_color
 
     ax.set_xlim(0, seq_len)
     ax.set_ylim(heads, 0)

@@ -14,7 +14,8 @@ notebook shows one exactly once when it is a cell's last expression, and drawing
 global state. Size, resolution and fonts are fixed, so the same run always gives the same image.
 
 The work is split in three: this module checks the arguments and chooses the call,
-:mod:`commlab.picture` works out what the call moved, and :mod:`commlab.render` draws it.
+:mod:`commlab.picture_content` works out what the call moved, and :mod:`commlab.picture_layout`
+lays it out and draws it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import DrawError
 from .p2p import POINT_TO_POINT, p2p_messages
 from .palette import RANK_COLORS
-from .picture import (
+from .picture_content import (
     ALIASES,
     COLLECTIVES,
     Picture,
@@ -35,7 +36,7 @@ from .picture import (
     p2p_picture,
     rank_span,
 )
-from .render import render
+from .picture_layout import render
 from .trace import VALUE_LIMIT, Call
 
 if TYPE_CHECKING:

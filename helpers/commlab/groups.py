@@ -131,7 +131,7 @@ def draw_groups(result: RunResult, shape: tuple[int, int] | None = None,
     """
     from matplotlib.patches import FancyBboxPatch
 
-    from .figure import RunFigure
+    from .figure_parts import RunFigure
 
     shape = shape or (1, result.world_size)
     if shape[0] * shape[1] != result.world_size:

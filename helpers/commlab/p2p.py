@@ -1,7 +1,7 @@
 """Point-to-point messages of a run: each traced send paired with the receive it matched.
 
-Used by the pictures (:mod:`commlab.picture`, :mod:`commlab.drawing`, :mod:`commlab.ring`) and
-by the wording of hangs (:mod:`commlab.explain`).
+Used by the pictures (:mod:`commlab.picture_content`, :mod:`commlab.drawing`,
+:mod:`commlab.ring`) and by the wording of hangs (:mod:`commlab.explain`).
 """
 
 from __future__ import annotations

@@ -380,7 +380,7 @@ def draw_pipeline(timed: list[list[Step]], title: str | None = None,
     """
     from matplotlib.patches import Patch
 
-    from .figure import RunFigure, fit_text
+    from .figure_parts import RunFigure, fit_text
 
     world_size = len(timed)
     end = max([s.finished for rank_steps in timed for s in rank_steps] + [1e-9])

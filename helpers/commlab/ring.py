@@ -20,12 +20,12 @@ import matplotlib as mpl
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from . import figure
+from . import figure_parts
 from .drawing import check_result
 from .errors import DrawError
 from .p2p import Message, p2p_messages
 from .palette import rank_color
-from .picture import Piece, Segment, calls_made
+from .picture_content import Piece, Segment, calls_made
 
 # A chunk with more elements than this is drawn as one box naming its dtype and shape.
 MAX_CHUNK_CELLS = 8
@@ -138,14 +138,14 @@ def contributors(steps: list[list[Message]], n: int, direction: int) -> list[lis
 
 def _render(steps: list[list[Message]], sums: list[list[tuple]], n: int, direction: int,
             title: str | None) -> Figure:
-    width, height = figure.FIGSIZE
-    with mpl.rc_context(figure.STYLE):
-        fig, ax = figure.new_figure()
+    width, height = figure_parts.FIGSIZE
+    with mpl.rc_context(figure_parts.STYLE):
+        fig, ax = figure_parts.new_figure()
         count = len(steps)
         phases = is_all_reduce(steps, n)
         default = f"Ring all-reduce on {n} ranks: {count} steps" if phases else (
             f"Ring of {n} ranks: {count} steps")
-        figure.draw_title(ax, title if title is not None else default,
+        figure_parts.draw_title(ax, title if title is not None else default,
                           _subtitle(steps[0][0].info.nbytes, count, n, direction, phases))
 
         # Rows in the order the chunks travel, so that every arrow points down one row; the
@@ -157,9 +157,9 @@ def _render(steps: list[list[Message]], sums: list[list[tuple]], n: int, directi
         row_y = {r: top - (i + 0.5) * row_h for i, r in enumerate(order)}
         ghost_y = top - (n + 0.25) * row_h
         for r in order:
-            figure.rank_badge(ax, _LEFT - 0.14, row_y[r], f"rank {r}", r, 10.0, "right")
+            figure_parts.rank_badge(ax, _LEFT - 0.14, row_y[r], f"rank {r}", r, 10.0, "right")
         ax.text(_LEFT - 0.14, ghost_y, f"rank {order[0]}\n(again)", ha="right", va="center",
-                fontsize=8, fontweight="bold", color=figure.MUTED_COLOR, linespacing=1.0,
+                fontsize=8, fontweight="bold", color=figure_parts.MUTED_COLOR, linespacing=1.0,
                 gid="ring-closes")
         _draw_columns(ax, count, col_w, top)
         if phases:
@@ -176,7 +176,7 @@ def _render(steps: list[list[Message]], sums: list[list[tuple]], n: int, directi
         extra = [("combined", "sum of several ranks (the squares under it name them)")] \
             if phases else []
         extra.append(("arrow", "chunk sent to the next rank"))
-        figure.draw_legend(ax, n, _BOTTOM / 2, extra)
+        figure_parts.draw_legend(ax, n, _BOTTOM / 2, extra)
     return fig
 
 
@@ -197,11 +197,11 @@ def _draw_columns(ax: Any, count: int, col_w: float, top: float) -> None:
     for k in range(count):
         x = _LEFT + k * col_w
         ax.add_artist(Rectangle((x + _GAP / 2, _BOTTOM), col_w - _GAP, top + _STEP_H
-                               - _BOTTOM, facecolor=figure.PANEL_COLOR, edgecolor="none"))
-        size = figure.fit_text(f"step {k + 1}", col_w - _GAP, 10.0, 5.0)
+                               - _BOTTOM, facecolor=figure_parts.PANEL_COLOR, edgecolor="none"))
+        size = figure_parts.fit_text(f"step {k + 1}", col_w - _GAP, 10.0, 5.0)
         if size:
             ax.text(x + col_w / 2, top + _STEP_H / 2, f"step {k + 1}", ha="center",
-                    va="center", fontsize=size, fontweight="bold", color=figure.TEXT_COLOR,
+                    va="center", fontsize=size, fontweight="bold", color=figure_parts.TEXT_COLOR,
                     gid=f"step:{k + 1}")
 
 
@@ -213,10 +213,10 @@ def _draw_phases(ax: Any, n: int, col_w: float, top: float) -> None:
         y = top + _STEP_H + _PHASE_H / 2
         ax.add_artist(Rectangle((x0, y - _PHASE_H / 2 + 0.04), x1 - x0, _PHASE_H - 0.08,
                                facecolor="#E4E4E4", edgecolor="none"))
-        size = figure.fit_text(name, x1 - x0, 11.0, 5.0)
+        size = figure_parts.fit_text(name, x1 - x0, 11.0, 5.0)
         if size:
             ax.text((x0 + x1) / 2, y, name, ha="center", va="center", fontsize=size,
-                    fontweight="bold", color=figure.TEXT_COLOR, gid=f"phase:{name}")
+                    fontweight="bold", color=figure_parts.TEXT_COLOR, gid=f"phase:{name}")
 
 
 def _chunk(m: Message, ranks: tuple = ()) -> Piece:
@@ -228,7 +228,7 @@ def _labels(m: Message) -> list[str]:
     piece = _chunk(m)
     if piece.placeholder or piece.numel > MAX_CHUNK_CELLS:
         return []
-    return [v for row in figure.cell_values(piece) for v in row]
+    return [v for row in figure_parts.cell_values(piece) for v in row]
 
 
 def _draw_message(ax: Any, m: Message, ranks: tuple, k: int, x: float, w: float, y: float,
@@ -237,8 +237,8 @@ def _draw_message(ax: Any, m: Message, ranks: tuple, k: int, x: float, w: float,
     piece = _chunk(m, ranks)
     numel = piece.numel
     combined = len(ranks) > 1
-    face = figure.COMBINED_COLOR if combined else rank_color(ranks[0])
-    hatch = figure.COMBINED_HATCH if combined else None
+    face = figure_parts.COMBINED_COLOR if combined else rank_color(ranks[0])
+    hatch = figure_parts.COMBINED_HATCH if combined else None
     gid = f"{k + 1}:{m.src}"
     room = w * 0.7  # the rest of the column is for the arrow
     cy = y + 0.08 * row_h  # leave room below for the squares naming the ranks summed
@@ -247,26 +247,26 @@ def _draw_message(ax: Any, m: Message, ranks: tuple, k: int, x: float, w: float,
         cw, h = min(room, max(0.5, 0.075 * len(text))), min(0.34, row_h * 0.42)
         left = x + 0.06
         ax.add_artist(Rectangle((left, cy - h / 2), cw, h, facecolor=face, hatch=hatch,
-                               hatchcolor=figure.HATCH_COLOR, edgecolor="#444444", linewidth=0.9,
-                               gid=f"chunk:{gid}"))
-        size = figure.fit_text(text, cw * 0.95, 8.0, 4.0)
+                               hatchcolor=figure_parts.HATCH_COLOR, edgecolor="#444444",
+                               linewidth=0.9, gid=f"chunk:{gid}"))
+        size = figure_parts.fit_text(text, cw * 0.95, 8.0, 4.0)
         if size:
             ax.text(left + cw / 2, cy, text, ha="center", va="center", fontsize=size,
-                    color=figure.text_color(face), gid=f"chunk-label:{gid}")
+                    color=figure_parts.text_color(face), gid=f"chunk-label:{gid}")
         chunk_w = cw
     else:
         labels = _labels(m)
         h = min(0.36, row_h * 0.42)
         cw = min(max(h, 0.075 * longest + 0.06), (room - 0.06) / len(labels))
-        size = figure.value_size(cw, h, longest, combined, 10.0)
+        size = figure_parts.value_size(cw, h, longest, combined, 10.0)
         left = x + 0.06
         for i, text in enumerate(labels):
             ax.add_artist(Rectangle((left + i * cw, cy - h / 2), cw, h, facecolor=face,
                                    edgecolor="white", linewidth=1.0, hatch=hatch,
-                                   hatchcolor=figure.HATCH_COLOR, gid=f"cell:{gid}:{i}"))
+                                   hatchcolor=figure_parts.HATCH_COLOR, gid=f"cell:{gid}:{i}"))
             if size >= 4.0:
                 ax.text(left + (i + 0.5) * cw, cy, text, ha="center", va="center_baseline",
-                        fontsize=size, color=figure.text_color(face),
+                        fontsize=size, color=figure_parts.text_color(face),
                         fontweight="bold" if combined else "normal", gid=f"value:{gid}:{i}")
         chunk_w = cw * len(labels)
         ax.add_artist(Rectangle((left, cy - h / 2), chunk_w, h, facecolor="none",

@@ -124,7 +124,7 @@ def draw_timeline(result: RunResult, spans: list[list[Span]] | None = None,
     """
     from matplotlib.patches import Patch
 
-    from .figure import RunFigure
+    from .figure_parts import RunFigure
 
     spans = spans if spans is not None else [[] for _ in range(result.world_size)]
     if len(spans) != result.world_size or not all(isinstance(s, list) for s in spans):

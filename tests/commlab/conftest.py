@@ -15,14 +15,16 @@ The modules below are tested through others (tests/test_layout.py reads these li
 # helpers/commlab/explain.py: tested through test_in_jupyter.py (a crash names the rank, the
 #   signal and the cause; a skipped collective) and test_launch.py (an endless loop, a hang under
 #   debug)
-# helpers/commlab/figure.py: tested through test_drawing.py (value labels, the fixed figure,
+# helpers/commlab/figure_parts.py: tested through test_drawing.py (value labels, the fixed figure,
 #   baselines)
 # helpers/commlab/p2p.py: tested through test_drawing.py (a send and its receive drawn as one
 #   message)
 # helpers/commlab/palette.py: tested through test_drawing.py (cells coloured by the rank of their
 #   value)
-# helpers/commlab/picture.py: tested through test_drawing.py (what each cell holds, from real
-#   runs)
+# helpers/commlab/picture_content.py: tested through test_drawing.py (what each cell holds, from
+#   real runs)
+# helpers/commlab/picture_layout.py: tested through test_drawing.py (layouts, labels at eight
+#   ranks, baselines)
 # helpers/commlab/plain.py: tested through tests/grader/test_wire.py (what may cross from the
 #   ranks, and what is refused)
 # helpers/commlab/preload_dynamo.py: tested through test_processes.py (torch._dynamo already
@@ -32,8 +34,6 @@ The modules below are tested through others (tests/test_layout.py reads these li
 #   it saves)
 # helpers/commlab/rehearsal.py: tested through test_launch.py (nothing of a rehearsal shows in
 #   the run: no group, no call in the trace, no output or warning)
-# helpers/commlab/render.py: tested through test_drawing.py (layouts, labels at eight ranks,
-#   baselines)
 # helpers/commlab/rendezvous.py: tested through test_launch.py (the store on the loopback alone,
 #   quick lookups)
 # helpers/commlab/result.py: tested through test_launch.py (returns and outputs in rank order) and

@@ -29,7 +29,7 @@ from matplotlib.testing.compare import compare_images  # noqa: E402
 
 import commlab  # noqa: E402
 from commlab.drawing import DrawError, draw  # noqa: E402
-from commlab.figure import COMBINED_COLOR, DPI, FIGSIZE, format_value  # noqa: E402
+from commlab.figure_parts import COMBINED_COLOR, DPI, FIGSIZE, format_value  # noqa: E402
 from commlab.palette import RANK_COLORS  # noqa: E402
 from commlab.ring import draw_ring  # noqa: E402
 from support.drawing_cases import (  # noqa: E402
@@ -371,7 +371,8 @@ def test_drawing_needs_neither_pyplot_nor_a_backend_switch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
-    for module in ("drawing.py", "figure.py", "p2p.py", "picture.py", "render.py", "ring.py"):
+    for module in ("drawing.py", "figure_parts.py", "p2p.py", "picture_content.py",
+                   "picture_layout.py", "ring.py"):
         source = (Path(commlab.__file__).parent / module).read_text()
         code_lines = re.findall(r"^\s*(?:import matplotlib\.pyplot|from matplotlib import pyplot"
                                 r"|matplotlib\.use\().*$", source, re.M)

@@ -1,8 +1,8 @@
-"""Lay out and draw a :class:`~commlab.picture.Picture` with matplotlib.
+"""Lay out and draw a :class:`~commlab.picture_content.Picture` with matplotlib.
 
 :func:`render` turns a picture into a :class:`matplotlib.figure.Figure` of a fixed size, with
 one column per rank and the rows "before" and "after": panels, cells, arrows. What every picture
-shares (the figure, fonts, colours, title, badges, legend) is in :mod:`commlab.figure`.
+shares (the figure, fonts, colours, title, badges, legend) is in :mod:`commlab.figure_parts`.
 Everything is laid out in inches, so the same picture always gives the same image.
 
 Over 400 lines: laying out and drawing panels, pieces and arrows is one job.
@@ -17,7 +17,7 @@ import matplotlib as mpl
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from .figure import (
+from .figure_parts import (
     COMBINED_COLOR,
     COMBINED_HATCH,
     FIGSIZE,
@@ -36,7 +36,7 @@ from .figure import (
     value_size,
 )
 from .palette import rank_color
-from .picture import Panel, Picture, Piece, Segment
+from .picture_content import Panel, Picture, Piece, Segment
 from .trace import VALUE_LIMIT
 
 # --- geometry and rendering ---------------------------------------------------------------------

@@ -4,8 +4,8 @@ A :class:`Picture` says, before any geometry, what each rank held before and aft
 (:class:`Panel` of :class:`Piece`), which rank every element came from (:class:`Segment`), and
 which data travelled where (:class:`Arrow`). :func:`collective_picture` derives it from a
 collective's semantics, :func:`p2p_picture` from the sends and receives paired by
-:func:`commlab.p2p.p2p_messages`. Nothing here draws: :mod:`commlab.render` turns a picture into
-a figure, and this module does not import matplotlib.
+:func:`commlab.p2p.p2p_messages`. Nothing here draws: :mod:`commlab.picture_layout` turns a picture
+into a figure, and this module does not import matplotlib.
 
 Over 400 lines: one small function per collective, kept together so their data movements
 read side by side.
@@ -133,7 +133,7 @@ class Arrow:
 
 @dataclasses.dataclass
 class Picture:
-    """Everything :func:`~commlab.render.render` draws, before any geometry."""
+    """Everything :func:`~commlab.picture_layout.render` draws, before any geometry."""
 
     world_size: int
     title: str

@@ -1,7 +1,7 @@
-"""What every picture shares: the fixed figure, fonts, colours, value labels, title, rank badges
-and legend. :mod:`commlab.render` (collectives) and :mod:`commlab.ring` (a ring all-reduce step
-by step) draw on it. Figures are made without pyplot and under :data:`STYLE`, so drawing changes
-no global state, and text is sized by estimate, so the same picture always gives the same image.
+"""What every picture shares: the fixed figure, fonts, colours, value labels, title, rank badges and
+legend. :mod:`commlab.picture_layout` (collectives) and :mod:`commlab.ring` (a ring all-reduce step
+by step) draw on it. Figures are made without pyplot and under :data:`STYLE`, so drawing changes no
+global state, and text is sized by estimate, so the same picture always gives the same image.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 from .palette import rank_color
 
 if TYPE_CHECKING:
-    from .picture import Piece
+    from .picture_content import Piece
 
 # One size and resolution for every picture, so that notebooks look alike and baselines are
 # stable. Layout is computed in inches: the single axes spans the figure with 1 unit = 1 inch.
