@@ -1,10 +1,12 @@
-"""An LTI 1.3 platform for the tests: the ``lti1p3platform`` package's platform (the access
-token grant that checks the tool's signed JWT, the services' token checks, AGS and NRPS),
-served over HTTP by FastAPI and uvicorn on a free 127.0.0.1 port, with the storage that the
-package leaves to its user: line items, scores (every one posted is kept) and the members.
+"""An LTI 1.3 platform for the tests: the ``lti1p3platform`` package's platform (its OIDC
+login initiation and signed launches, the access token grant that checks the tool's signed
+JWT, the services' token checks, AGS and NRPS), served over HTTP by FastAPI and uvicorn on a
+free 127.0.0.1 port, with the storage that the package leaves to its user: line items, scores
+(every one posted is kept) and the members.
 
-    with LtiPlatform(members=[...]) as platform:
+    with LtiPlatform(members=[...], tool_jwk=...) as platform:
         platform.settings(key_file)   # the grader's COMMLAB_LTI_* for this platform
+        platform.register_tool(hub)   # then GET /launch?user=ID&chapter=NN_name starts a launch
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi import FastAPI
 from fastapi import Request as HttpRequest
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from lti1p3platform.exceptions import LineItemNotFoundException, LtiException
 from lti1p3platform.ltiplatform import LTI1P3PlatformConfAbstract
 from lti1p3platform.membership import Context
+from lti1p3platform.message_launch import LTIAdvantageMessageLaunchAbstract
+from lti1p3platform.oidc_login import OIDCLoginAbstract
 from lti1p3platform.registration import Registration
 from lti1p3platform.request import Request
 from lti1p3platform.score import UpdateScoreStatus
@@ -154,8 +158,67 @@ class Members(NamesRoleProvisioningService):
         return Context(id="course-1", label="COMMLAB", title="Collective communication")
 
 
+class Login(OIDCLoginAbstract):
+    """The OIDC login initiation: the browser sent to the tool's login URL."""
+
+    def set_lti_message_hint(self, **kwargs: t.Any) -> None:
+        self._lti_message_hint = kwargs["hint"]
+
+    def get_redirect(self, url: str) -> RedirectResponse:
+        return RedirectResponse(url, status_code=302)
+
+
+class Launch(LTIAdvantageMessageLaunchAbstract):
+    """The launch: the id_token signed by the platform, in a form the browser posts to the
+    tool. With ``forged`` set, signed by another key than the platform's."""
+
+    forged: str | None = None
+
+    def render_launch_form(self, launch_data: dict, **kwargs: t.Any) -> HTMLResponse:
+        fields = "".join(f'<input type="hidden" name="{k}" value="{launch_data[k]}">'
+                         for k in ("id_token", "state"))
+        return HTMLResponse(f'<form method="post" action="{launch_data["launch_url"]}">'
+                            f"{fields}</form>")
+
+    def generate_launch_request(self):
+        data = super().generate_launch_request()
+        if self.forged:
+            import jwt
+
+            claims = jwt.decode(data["id_token"], options={"verify_signature": False})
+            header = jwt.get_unverified_header(data["id_token"])
+            data["id_token"] = jwt.encode(claims, self.forged, algorithm="RS256",
+                                          headers={"kid": header.get("kid")})
+        return data
+
+
+def _launches(app, platform: LtiPlatform) -> None:
+    @app.get("/launch")
+    def launch(user: str, chapter: str = ""):
+        login = Login(None, platform.conf)
+        login.set_lti_message_hint(hint=f"{user}|{chapter}")
+        return login.initiate_login(user)
+
+    @app.get("/authorize")
+    def authorize(request: HttpRequest):
+        query = dict(request.query_params)
+        user, chapter = query.get("lti_message_hint", "|").split("|", 1)
+        person = next(m for m in platform.storage.members if m["user_id"] == user)
+        launch = Launch(PlainRequest({"get_data": query, "form_data": {}}), platform.conf)
+        launch.forged = platform.forged_key
+        launch.set_user_data(user, person["roles"], person["name"], person["email"])
+        launch.set_resource_link_claim(f"link-{chapter or 'course'}")
+        launch.set_launch_context_claim("course-1", context_label="COMMLAB",
+                                        context_title="Collective communication")
+        if chapter:
+            launch.set_custom_parameters_claim({"chapter": chapter})
+        launch.set_nrps(f"{platform.base}/memberships")
+        return launch.lti_launch()
+
+
 def _app(platform: LtiPlatform):
     app = FastAPI()
+    _launches(app, platform)
 
     async def _gathered(request: HttpRequest) -> PlainRequest:
         body = await request.body()
@@ -217,10 +280,12 @@ def _app(platform: LtiPlatform):
 class LtiPlatform:
     """The platform, served in a thread of this process while the ``with`` lasts."""
 
-    def __init__(self, members: list[dict], tool_jwk: dict):
-        self.storage = Storage(members=members, tool_jwks={"keys": [tool_jwk]})
+    def __init__(self, members: list[dict], tool_jwk: dict | None = None):
+        self.storage = Storage(members=members,
+                               tool_jwks={"keys": [tool_jwk] if tool_jwk else []})
         self.keys = new_key()
         self.token_requests = 0
+        self.forged_key: str | None = None  # launches signed with it instead, when set
         self._socket = socket.socket()
         self._socket.bind(("127.0.0.1", 0))
         self.base = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
@@ -235,6 +300,18 @@ class LtiPlatform:
                 "COMMLAB_LTI_LINEITEMS_URL": f"{self.base}/lineitems",
                 "COMMLAB_LTI_MEMBERSHIPS_URL": f"{self.base}/memberships",
                 "COMMLAB_LTI_KEY_FILE": str(key_file)}
+
+    def register_tool(self, hub: str) -> None:
+        """The hub as the tool: its login initiation URL and its launch URL."""
+        registration = self.conf.get_registration()
+        registration.set_oidc_login_url(f"{hub}/hub/lti13/oauth_login")
+        registration.set_launch_url(f"{hub}/hub")
+
+    def hub_settings(self) -> dict[str, str]:
+        """The hub's HUB_LTI_* for this platform."""
+        return {"HUB_LTI_ISSUER": ISSUER, "HUB_LTI_CLIENT_ID": CLIENT_ID,
+                "HUB_LTI_AUTHORIZE_URL": f"{self.base}/authorize",
+                "HUB_LTI_JWKS_URL": f"{self.base}/jwks"}
 
     def __enter__(self) -> LtiPlatform:
         import uvicorn
