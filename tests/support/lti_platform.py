@@ -194,18 +194,24 @@ class Launch(LTIAdvantageMessageLaunchAbstract):
 
 def _launches(app, platform: LtiPlatform) -> None:
     @app.get("/launch")
-    def launch(user: str, chapter: str = ""):
+    def launch(user: str, chapter: str = "", link: str = ""):
+        """A launch of ``user``; ``chapter``: as a custom parameter, ``link``: the resource
+        link's own target link URI (Canvas's assignment URL)."""
         login = Login(None, platform.conf)
-        login.set_lti_message_hint(hint=f"{user}|{chapter}")
+        login.set_lti_message_hint(hint=f"{user}|{chapter}|{link}")
+        if link:
+            login.set_launch_url(link)
         return login.initiate_login(user)
 
     @app.get("/authorize")
     def authorize(request: HttpRequest):
         query = dict(request.query_params)
-        user, chapter = query.get("lti_message_hint", "|").split("|", 1)
+        user, chapter, link = query.get("lti_message_hint", "||").split("|", 2)
         person = next(m for m in platform.storage.members if m["user_id"] == user)
         launch = Launch(PlainRequest({"get_data": query, "form_data": {}}), platform.conf)
         launch.forged = platform.forged_key
+        if link:
+            launch.set_launch_url(link)
         launch.set_user_data(user, person["roles"], person["name"], person["email"])
         launch.set_resource_link_claim(f"link-{chapter or 'course'}")
         launch.set_launch_context_claim("course-1", context_label="COMMLAB",

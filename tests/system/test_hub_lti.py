@@ -88,12 +88,12 @@ def _form(page: str) -> tuple[str, dict[str, str]]:
 
 
 def _to_the_form(browser: requests.Session, platform: LtiPlatform, user: str,
-                 chapter: str = "") -> tuple[str, dict[str, str]]:
+                 chapter: str = "", link: str = "") -> tuple[str, dict[str, str]]:
     """A launch from the LMS up to the signed form the platform hands the browser: the
     platform's login initiation, the hub's redirect to the platform with its state and
     nonce."""
-    answer = browser.get(f"{platform.base}/launch", params={"user": user, "chapter": chapter},
-                         allow_redirects=False, timeout=30)
+    answer = browser.get(f"{platform.base}/launch", allow_redirects=False, timeout=30,
+                         params={"user": user, "chapter": chapter, "link": link})
     for _ in range(3):
         if answer.status_code not in (301, 302, 303):
             break
@@ -103,9 +103,9 @@ def _to_the_form(browser: requests.Session, platform: LtiPlatform, user: str,
 
 
 def _launch(platform: LtiPlatform, user: str, chapter: str = "",
-            browser: requests.Session | None = None) -> requests.Response:
-    browser = browser or _browser()
-    action, fields = _to_the_form(browser, platform, user, chapter)
+            link: str = "") -> requests.Response:
+    browser = _browser()
+    action, fields = _to_the_form(browser, platform, user, chapter, link)
     return browser.post(action, data=fields, allow_redirects=False, timeout=60)
 
 
@@ -131,6 +131,16 @@ def test_a_students_launch_opens_her_chapter_under_her_lms_id(hub):
         f"/hub/user-redirect/lab/tree/work/{CHAPTER}/{CHAPTER}.ipynb"
     ann = _user(url, token, ANN)
     assert (ann["admin"], ann["groups"]) == (False, [])
+
+
+@pytest.mark.slow
+def test_an_assignments_link_can_name_the_chapter_too(hub):
+    """Canvas's way: the assignment's External Tool URL, the launch's target link, names it."""
+    platform, url, *_ = hub
+    done = _launch(platform, ANN, link=f"{url}/hub?chapter=02_scatter")
+    assert done.status_code == 302, done.text[:1000]
+    assert done.headers["Location"] == \
+        "/hub/user-redirect/lab/tree/work/02_scatter/02_scatter.ipynb"
 
 
 @pytest.mark.slow
