@@ -107,7 +107,7 @@ def _same(result: dict | None, score: dict) -> bool:
     if not result or result.get("resultScore") is None:
         return False
     their = float(result["resultScore"]) / float(result.get("resultMaximum") or 1)
-    ours = score["scoreGiven"] / score["scoreMaximum"]
+    ours = score["scoreGiven"] / score["scoreMaximum"] if score["scoreMaximum"] else 0.0
     return abs(their - ours) < 1e-9
 
 

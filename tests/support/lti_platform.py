@@ -222,9 +222,15 @@ def _launches(app, platform: LtiPlatform) -> None:
         return launch.lti_launch()
 
 
-def _app(platform: LtiPlatform):
+def _app(platform: LtiPlatform) -> FastAPI:
     app = FastAPI()
     _launches(app, platform)
+    _services(app, platform)
+    return app
+
+
+def _services(app, platform: LtiPlatform) -> None:
+    """The token grant, AGS and NRPS, each call handled by lti1p3platform's service."""
 
     async def _gathered(request: HttpRequest) -> PlainRequest:
         body = await request.body()
@@ -279,8 +285,6 @@ def _app(platform: LtiPlatform):
     async def memberships(request: HttpRequest):
         service = Members(await _gathered(request), platform.conf, platform.storage)
         return _answer(service.handle_resp(service.handle_get_members))
-
-    return app
 
 
 class LtiPlatform:
