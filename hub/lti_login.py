@@ -94,8 +94,9 @@ class CourseCallbackHandler(LTI13CallbackHandler):
         except HTTPError as exc:
             if getattr(exc, "course_said", False):
                 raise
-            raise HTTPError(exc.status_code, refusal(exc.log_message or exc.reason or "")
-                            .replace("%", "%%")) from None
+            # no arguments: tornado shows the message as it is, a % included
+            raise HTTPError(exc.status_code,
+                            refusal(exc.get_message() or exc.reason or "")) from None
 
     async def redirect_to_next_url(self, user):
         token = getattr(self, "_token", {})
