@@ -175,7 +175,9 @@ def test_late_work_carries_its_hand_in_time_and_scores_are_clamped(tmp_path):
     assert scores[ANN]["https://canvas.instructure.com/lti/submission"] == {
         "submitted_at": "2026-12-02T08:30:00.000Z"}
     assert "submission" not in scores[BEN]
-    assert {u: (s["scoreGiven"], s["scoreMaximum"]) for u, s in scores.items()} == {
-        ANN: (2.0, 2.0), BEN: (2.0, 2.0), CAT: (0.0, 2.0)}
+    assert {u: (s["scoreGiven"], s["scoreMaximum"], s["activityProgress"])
+            for u, s in scores.items()} == {ANN: (2.0, 2.0, "Completed"),
+                                            BEN: (2.0, 2.0, "Completed"),
+                                            CAT: (0.0, 2.0, "Initialized")}
     assert "less than the chapter's points: scores above it are posted as its maximum" \
         in done.stdout
