@@ -145,7 +145,8 @@ def plan(client: lti.Client, out: Path, missing: str = "empty") -> Plan:
         elif float(items[chapter].get("scoreMaximum") or 0) < max(
                 o.max_score for o in graded if o.chapter == chapter):
             done.notes.append(f"{chapter}: the LMS's line item is out of "
-                              f"{items[chapter]['scoreMaximum']:g}, less than the chapter's "
+                              f"{float(items[chapter]['scoreMaximum'] or 0):g}, less than "
+                              "the chapter's "
                               "points: scores above it are posted as its maximum")
     their = {c: lti.results(client, items[c]) if items[c]["id"] else {} for c in chapters}
     for outcome in sorted(graded, key=lambda o: (o.chapter, o.student)):

@@ -110,9 +110,10 @@ def _launch(platform: LtiPlatform, user: str, chapter: str = "",
 
 
 def _browser() -> requests.Session:
-    session = requests.Session()
-    session.trust_env = False
-    return session
+    """A browser's cookies and requests, never through a proxy (all is on the loopback)."""
+    browser = requests.Session()
+    browser.trust_env = False
+    return browser
 
 
 def _user(url: str, token: str, name: str) -> dict:
