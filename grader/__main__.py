@@ -1,4 +1,4 @@
-"""``python -m grader grade|merge|export|collect|release-feedback|generate|validate`` (see
+"""``python -m grader grade|merge|export|lti|collect|release-feedback|generate|validate`` (see
 grader/cli.py)."""
 
 import sys

@@ -7,6 +7,9 @@
                                            [--roster FILE] [--due TIME] [--take on-time|newest]
     python -m grader merge OUT SHARD_OUT... [--partial]   # combine the outputs of --shard runs
     python -m grader export --lms {canvas,moodle,blackboard} OUT [--missing empty|zero]
+    python -m grader lti post OUT [--dry-run] [--missing empty|zero] [--config FILE]
+    python -m grader lti roster [--config FILE] > roster.csv   # the LMS's class list (NRPS)
+    python -m grader lti jwk [--config FILE]   # the tool's public key, for the LMS
     python -m grader collect DEST [--exchange DIR] [--course ID]   # nbgrader's inbound -> DEST
     python -m grader release-feedback OUT [--exchange DIR] [--course ID]  # pages -> students
     python -m grader generate [CHAPTER...]    # solutions/ -> notebooks/
@@ -122,6 +125,25 @@ def _grade_parser(verbs) -> None:
                        help="the instructor's gradebook (default grader/gradebook.db)")
 
 
+def _lti_parser(verbs) -> None:
+    lti = verbs.add_parser("lti", help="grades back and the class list through LTI 1.3 "
+                           "(docs/lms.md)")
+    what = lti.add_subparsers(dest="lti_verb", required=True)
+    post = what.add_parser("post", help="post a graded class's scores to the LMS's gradebook")
+    post.add_argument("out", type=Path, help="a grading run's (or a merge's) OUT")
+    post.add_argument("--dry-run", action="store_true",
+                      help="say what would be posted and created, change nothing")
+    post.add_argument("--missing", choices=["empty", "zero"], default="empty",
+                      help="a roster student who handed nothing in: nothing posted (default) "
+                           "or 0")
+    roster = what.add_parser("roster", help="the LMS's learners as a --roster file, on stdout")
+    jwk = what.add_parser("jwk", help="the tool's public key as the JWK the LMS asks for")
+    for sub in (post, roster, jwk):
+        sub.add_argument("--config", type=Path, default=None,
+                         help="the LTI settings (default grader/lti.toml, then the "
+                              "environment's COMMLAB_LTI_*)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.split("\n")[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
@@ -142,6 +164,7 @@ def _parser() -> argparse.ArgumentParser:
                              "keeps what it has) or 0 (default: empty)")
     export.add_argument("--to", type=Path, help="the file to write (default: "
                         "OUT/<lms>-grades.csv)")
+    _lti_parser(verbs)
     for verb in ("generate", "validate"):
         sub = verbs.add_parser(verb)
         sub.add_argument("chapters", nargs="*", help="chapter names (default: all)")
@@ -389,6 +412,39 @@ def export_grades(args) -> int:
     return 0
 
 
+def lti_command(args) -> int:
+    """``lti post|roster|jwk``: every failure said in one line, no secret in any."""
+    import json
+
+    from .trusted import lti, lti_post
+
+    try:
+        settings = lti.read_settings(args.config)
+        if args.lti_verb == "jwk":
+            print(json.dumps(lti.public_jwk(lti.private_key(settings),
+                                            settings.get("key_id")), indent=2))
+            return 0
+        client = lti.Client(settings)
+        if args.lti_verb == "roster":
+            count = lti_post.write_roster(client, sys.stdout)
+            print(f"{count} learner{'s' if count != 1 else ''} from the LMS", file=sys.stderr)
+            return 0
+        if not (args.out / "results.json").exists():
+            print(f"error: {args.out} holds no results.json: give the OUT of `make grade` or "
+                  "of `python -m grader merge`", file=sys.stderr)
+            return 2
+        done = lti_post.plan(client, args.out, args.missing)
+        if not args.dry_run:
+            lti_post.carry_out(client, done)
+    except lti.LtiError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(lti_post.describe(done, args.dry_run), end="")
+    for line in lti_post.unknown_lines(done):
+        print(f"warning: {line}", file=sys.stderr)
+    return 1 if done.unknown else 0
+
+
 def generate_or_validate(args) -> int:
     names = args.chapters or course.chapters()
     if args.verb == "generate":
@@ -416,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
         return merge(args)
     if args.verb == "export":
         return export_grades(args)
+    if args.verb == "lti":
+        return lti_command(args)
     if args.verb == "collect":
         return collect_submissions(args)
     if args.verb == "release-feedback":

@@ -16,6 +16,14 @@ HUB_PASSWORD        a password shared by the students (8 characters or more), an
 HUB_ADMIN_PASSWORD  the instructors' own (32 or more): JupyterHub's shared-password login, for
                     a workshop. For a term, log in through your institution instead: HUB_CONFIG
 HUB_CONFIG          a configuration file of your own, read last (an authenticator, limits)
+HUB_LTI_ISSUER      log in through the LMS, LTI 1.3 (docs/lms.md; hub/lti_login.py): the
+                    platform's issuer, with HUB_LTI_AUTHORIZE_URL (its OIDC authorization
+                    endpoint), HUB_LTI_JWKS_URL (its public keys) and HUB_LTI_CLIENT_ID (or
+                    HUB_LTI_CLIENT_ID_FILE, a file holding it). HUB_LTI_USERNAME_KEY: the claim
+                    that names students (default sub, the LMS's stable id of the person). The
+                    LMS's Instructor role makes a hub admin, TeachingAssistant a grader;
+                    HUB_STUDENTS and HUB_INSTRUCTORS are then optional: without HUB_STUDENTS,
+                    whoever the LMS launches may log in
 HUB_IMAGE           the students' image (default commlab-hub), built as docs/hub.md says
 HUB_DOCKER          the container engine's API (default unix:///var/run/docker.sock; podman's:
                     unix:///run/podman/podman.sock after `systemctl enable --now podman.socket`)
@@ -84,8 +92,10 @@ def names(text: str) -> set[str]:
 # of a command: no quote, space, $, ` or /, and no + or * (nbgrader's submit refuses them).
 # hub/values.yaml says the same; match() with \Z, so no trailing newline slips through.
 LOGIN_PATTERN = r"^\w[\w.@-]*\Z"
-students = names(Path(setting("HUB_STUDENTS")).read_text())
-instructors = names(setting("HUB_INSTRUCTORS"))
+LTI = bool(os.environ.get("HUB_LTI_ISSUER"))
+students = (names(Path(setting("HUB_STUDENTS")).read_text())
+            if os.environ.get("HUB_STUDENTS") or not LTI else set())
+instructors = names(setting("HUB_INSTRUCTORS", "" if LTI else None))
 graders = names(os.environ.get("HUB_GRADERS", "")) - instructors
 refused = sorted(n for n in students | instructors | graders if not re.match(LOGIN_PATTERN, n))
 if refused:
@@ -114,7 +124,10 @@ c.ConfigurableHTTPProxy.pid_file = str(DATA / "jupyterhub-proxy.pid")
 
 # --- who may log in ------------------------------------------------------------------------------
 
-c.Authenticator.allowed_users = students | instructors | graders
+if LTI and not students:
+    c.Authenticator.allow_all = True  # whoever the LMS launches: the course's members
+else:
+    c.Authenticator.allowed_users = students | instructors | graders
 c.Authenticator.username_pattern = LOGIN_PATTERN  # whatever the authenticator, HUB_CONFIG's too
 c.Authenticator.admin_users = instructors
 if os.environ.get("HUB_PASSWORD") and graders:
@@ -122,13 +135,44 @@ if os.environ.get("HUB_PASSWORD") and graders:
                      "with the students' shared password, so any student who knows it could "
                      "log in as a grader and open Formgrader. Give graders with your "
                      "institution's login (HUB_CONFIG), or make them HUB_INSTRUCTORS")
-if os.environ.get("HUB_PASSWORD"):
+
+
+def lti_login() -> None:
+    """LTI 1.3 launches from the LMS (hub/lti_login.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from lti_login import CourseLTI13Authenticator
+
+    client_id = os.environ.get("HUB_LTI_CLIENT_ID", "")
+    if not client_id and os.environ.get("HUB_LTI_CLIENT_ID_FILE"):
+        client_id = Path(os.environ["HUB_LTI_CLIENT_ID_FILE"]).read_text().strip()
+    if not client_id:
+        raise SystemExit("jupyterhub_config.py: set HUB_LTI_CLIENT_ID, or HUB_LTI_CLIENT_ID_FILE "
+                         "to a file holding it: the client id the LMS gave the hub (docs/lms.md)")
+    c.JupyterHub.authenticator_class = CourseLTI13Authenticator
+    lti = c.CourseLTI13Authenticator
+    lti.issuer = setting("HUB_LTI_ISSUER")
+    lti.authorize_url = setting("HUB_LTI_AUTHORIZE_URL")
+    lti.jwks_endpoint = setting("HUB_LTI_JWKS_URL")
+    lti.client_id = {client_id}
+    lti.username_key = setting("HUB_LTI_USERNAME_KEY", "sub")
+    lti.graders_group = GRADERS
+    lti.graders = instructors | graders
+    lti.chapters = {p.name for p in (COURSE / "notebooks").iterdir() if p.is_dir()}
+
+
+if LTI and os.environ.get("HUB_PASSWORD"):
+    raise SystemExit("jupyterhub_config.py: HUB_LTI_ISSUER and HUB_PASSWORD: choose one way to "
+                     "log in, the LMS's launches or the shared password")
+if LTI:
+    lti_login()
+elif os.environ.get("HUB_PASSWORD"):
     c.JupyterHub.authenticator_class = "shared-password"
     c.SharedPasswordAuthenticator.user_password = os.environ["HUB_PASSWORD"]
     c.SharedPasswordAuthenticator.admin_password = setting("HUB_ADMIN_PASSWORD")
 elif not os.environ.get("HUB_CONFIG"):
     raise SystemExit("jupyterhub_config.py: say how people log in: HUB_PASSWORD and "
-                     "HUB_ADMIN_PASSWORD (a workshop), or HUB_CONFIG, a file that sets your "
+                     "HUB_ADMIN_PASSWORD (a workshop), HUB_LTI_ISSUER and the other HUB_LTI_* "
+                     "(launches from the LMS), or HUB_CONFIG, a file that sets your "
                      "institution's authenticator")
 
 # --- each student's server: a container of the course's image ----------------------------------

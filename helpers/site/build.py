@@ -55,7 +55,7 @@ from grader.course import NOTEBOOKS, SOLUTIONS, chapters  # noqa: E402
 # chapters. The README is the home page.
 SITE_DOCS = {
     "For students": ("students", "commlab", "docker"),
-    "For instructors": ("instructors", "security", "hub"),
+    "For instructors": ("instructors", "security", "hub", "lms"),
 }
 HOME = "index"
 # The student edition, zipped: in the site's root, its files in one folder of this name

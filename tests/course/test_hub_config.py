@@ -108,3 +108,18 @@ def test_the_systemd_unit_runs_make_hub_in_the_course_with_the_settings_the_docs
     named = set(re.findall(r"HUB_[A-Z_]+", (ROOT / "hub" / "commlab-hub.service").read_text()))
     config = (ROOT / "hub" / "jupyterhub_config.py").read_text()
     assert named and all(f'"{name}"' in config for name in named), named
+
+
+def test_launches_from_the_lms_need_no_roster_and_no_shared_password(tmp_path, monkeypatch):
+    lti = {"HUB_LTI_ISSUER": "https://lms.example.edu", "HUB_LTI_CLIENT_ID": "10000000000042",
+           "HUB_LTI_AUTHORIZE_URL": "https://lms.example.edu/api/lti/authorize_redirect",
+           "HUB_LTI_JWKS_URL": "https://lms.example.edu/api/lti/security/jwks"}
+    with pytest.raises(SystemExit, match="choose one way to log in"):
+        _load(tmp_path, monkeypatch, "alice\n", **lti)
+    config = _load(tmp_path, monkeypatch, "", HUB_STUDENTS="", HUB_INSTRUCTORS="",
+                   HUB_PASSWORD="", HUB_ADMIN_PASSWORD="", **lti)
+    assert config.JupyterHub.authenticator_class.__name__ == "CourseLTI13Authenticator"
+    assert config.Authenticator.allow_all is True
+    settings = config.CourseLTI13Authenticator
+    assert (settings.username_key, settings.client_id) == ("sub", {"10000000000042"})
+    assert "01_broadcast" in settings.chapters
