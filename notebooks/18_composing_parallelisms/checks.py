@@ -144,3 +144,70 @@ def check_composed_bytes(result, dp, pp, tp, batch, num_microbatches, width, hid
                 f"On rank {rank} (dp={dp}, pp={pp}, tp={tp}; stage {s}), the bytes sent along "
                 f"{name}, as the trace counts them, should be\n    {want}\nbut they are\n    "
                 f"{got}\nAlong {name} a step sends {hint}.")
+
+
+# --- 18-choose-layout-test -------------------------------------------------------------------
+def layout_problem(model, cluster, layout):
+    """What keeps `layout` from being chosen on its own (a rule it breaks), or None."""
+    dp, tp, pp, cp = layout
+    gpus, per_node = cluster["gpus"], cluster["gpus_per_node"]
+    if dp * tp * pp * cp != gpus:
+        return (f"it uses dp · tp · pp · cp = {dp * tp * pp * cp} GPUs, and the cluster has "
+                f"{gpus}: the four sizes multiply to the number of GPUs")
+    if tp > per_node:
+        return (f"tp={tp} spans more than one node of {per_node} GPUs: tensor parallelism "
+                "all-reduces in every layer and stays on a node's links")
+    for name, size, what in (("pp", pp, "layers"), ("dp", dp, "batch"), ("cp", cp, "sequence")):
+        if model[what] % size:
+            return f"{name}={size} does not divide the {what}, {model[what]}"
+    memory = memory_per_gpu(model, dp, tp, pp, cp)
+    if sum(memory.values()) > cluster["gpu_memory"]:
+        kinds = ", ".join(f"{kind} {value / 1e9:.1f}" for kind, value in memory.items())
+        return (f"it needs {sum(memory.values()) / 1e9:.1f} GB per GPU ({kinds} GB), more than "
+                f"the GPU's {cluster['gpu_memory'] / 1e9:g} GB: every kind counts, the optimizer "
+                "state included")
+    return None
+
+
+def check_layout(choose, model, cluster, expected):
+    """choose(model, cluster) is `expected`; else a message that says what is wrong with it."""
+    named = isinstance(model, str)
+    values = MODELS[model] if named else model
+    where = (f"For the {model} model" if named else "For a model of the test's own ("
+             + ", ".join(f"{k}={v:g}" for k, v in values.items()) + ")")
+    where += (f" on {cluster['gpus']} GPUs ({cluster['gpus_per_node']} per node, "
+              f"{cluster['gpu_memory'] / 1e9:g} GB each)")
+    got = choose(dict(values), dict(cluster))
+    if got == expected:
+        return
+    if got is not None and not (isinstance(got, (tuple, list)) and len(got) == 4 and all(
+            isinstance(size, int) and size >= 1 for size in got)):
+        raise checks.CheckFailed(
+            f"{where}, choose_layout returned {got!r}: it returns a tuple (dp, tp, pp, cp) of "
+            "four ints of at least 1, or None when no layout fits.")
+    if got is not None and tuple(got) == expected:
+        return
+    if got is None:
+        memory = sum(memory_per_gpu(values, *expected).values())
+        raise checks.CheckFailed(
+            f"{where}, choose_layout returned None, but (dp, tp, pp, cp) = {expected} passes "
+            f"every rule and fits, in {memory / 1e9:.1f} GB per GPU.")
+    got = tuple(got)
+    problem = layout_problem(values, cluster, got)
+    if problem is not None:
+        raise checks.CheckFailed(
+            f"{where}, choose_layout chose (dp, tp, pp, cp) = {got}, but {problem}.")
+    if expected is None:
+        raise checks.CheckFailed(
+            f"{where}, choose_layout chose (dp, tp, pp, cp) = {got}, but no layout fits.")
+    mine = seconds_per_step(values, cluster, *got)
+    best = seconds_per_step(values, cluster, *expected)
+    if mine > best:
+        raise checks.CheckFailed(
+            f"{where}, choose_layout chose (dp, tp, pp, cp) = {got}, which fits but sends for "
+            f"{mine:.4f} s per step, and {expected} fits too and takes {best:.4f} s. Of the "
+            "layouts that fit, choose the one with the least seconds_per_step.")
+    raise checks.CheckFailed(
+        f"{where}, choose_layout chose (dp, tp, pp, cp) = {got}, and {expected} takes as long "
+        f"({best:.4f} s per step): on a tie, take fewer pipeline stages, then the smaller tp, "
+        "then the smaller cp.")
