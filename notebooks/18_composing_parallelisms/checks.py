@@ -102,6 +102,11 @@ def check_composed(result, dp, pp, tp, batch, num_microbatches, width, hidden, s
         d, s, t = mesh_coordinates(rank, shape)
         where = dict(rank=rank, world_size=result.world_size, dp=dp, pp=pp, tp=tp)
         wanted = shard_of([p.grad for p in stages[s]], t, tp)
+        if dp > 1 and checks.same(got["gradients"], [dp * grad for grad in wanted]):
+            raise checks.CheckFailed(
+                f"On rank {rank} (dp={dp}, pp={pp}, tp={tp}), the gradients are {dp} times one "
+                "process's: they are summed over the dp group, not averaged. Divide each by the "
+                "dp group's size after the all_reduce.")
         checks.expect(got["gradients"], wanted, **where,
                       what=f"the gradients [w1, b1, w2, b2] of this rank's part of stage {s} "
                            "(one process's gradients of the mean loss over the whole batch, "

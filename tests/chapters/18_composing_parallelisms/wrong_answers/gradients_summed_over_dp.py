@@ -2,7 +2,7 @@ r"""The gradients summed over the dp group, never divided by its size.
 
 Answer cell: 18-composed-step
 Test cell: 18-composed-step-test
-Says: averaged over dp, not summed
+Says: the gradients are 2 times one process's: they are summed over the dp group, not averaged
 """
 
 from composed import composed_step_with
