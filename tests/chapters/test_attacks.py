@@ -30,6 +30,9 @@ from support.grading import graded_class
 from support.processes import descendants
 
 ATTACKS = {attack.name: attack for attack in answer_files("attacks")}
+# the file's name is its student's: two chapters' attacks of one name would be one student
+assert len(ATTACKS) == len(answer_files("attacks")), \
+    "two attack files share a name: name each after what it does in its chapter"
 pytestmark = pytest.mark.skipif(not namespaces.available(),
                                 reason="this machine does not allow user namespaces")
 
