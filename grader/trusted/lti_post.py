@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..intake import deadlines
+from ..intake.errors import IntakeError
 from . import lti
 
 if TYPE_CHECKING:
@@ -77,11 +79,10 @@ def _submitted(outcome: Outcome) -> str | None:
     if not (outcome.timestamped and outcome.submitted):
         return None
     try:
-        when = datetime.fromisoformat(outcome.submitted.replace(" ", "T"))
-    except ValueError:
+        when = deadlines.parse_time(outcome.submitted, "the hand-in time")
+    except IntakeError:
         return None
-    when = when if when.tzinfo else when.replace(tzinfo=UTC)
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def score_of(outcome: Outcome, user: str, item: dict, missing: str) -> dict:

@@ -155,8 +155,9 @@ def _written_class(tmp_path: Path, outcomes: list[Outcome]) -> Path:
 
 def test_late_work_carries_its_hand_in_time_and_scores_are_clamped(tmp_path):
     key_file, jwk, _ = _tool_key(tmp_path)
-    late = Outcome(ANN, CHAPTER, 4.0, 4.0, Status.GRADED, submitted="2026-12-02 08:30:00.000000",
-                   timestamped=True, due="2026-12-01 23:59:00", late=True)
+    late = Outcome(ANN, CHAPTER, 4.0, 4.0, Status.GRADED,        # as the batch writes times
+                   submitted="2026-12-02 08:30:00.000000 UTC", timestamped=True,
+                   due="2026-12-01 23:59:00.000000 UTC", late=True)
     on_time = Outcome(BEN, CHAPTER, 3.0, 4.0, Status.GRADED)
     nothing = Outcome(CAT, CHAPTER, 0.0, 4.0, Status.MISSING)
     out = _written_class(tmp_path, [late, on_time, nothing])
