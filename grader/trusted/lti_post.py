@@ -139,12 +139,11 @@ def plan(client: lti.Client, out: Path, missing: str = "empty") -> Plan:
     done = Plan()
     chapters = sorted({o.chapter for o in graded})
     for chapter in chapters:
+        maximum = max(o.max_score for o in graded if o.chapter == chapter)
         if chapter not in items:
-            maximum = max(o.max_score for o in graded if o.chapter == chapter)
             done.create[chapter] = maximum
             items[chapter] = {"id": "", "label": chapter, "scoreMaximum": maximum}
-        elif float(items[chapter].get("scoreMaximum") or 0) < max(
-                o.max_score for o in graded if o.chapter == chapter):
+        elif float(items[chapter].get("scoreMaximum") or 0) < maximum:
             done.notes.append(f"{chapter}: the LMS's line item is out of "
                               f"{float(items[chapter]['scoreMaximum'] or 0):g}, less than "
                               "the chapter's "
