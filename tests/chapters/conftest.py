@@ -3,6 +3,8 @@ test cells (tests/chapters/README.md)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from support.chapter_kernel import ChapterKernel
@@ -20,5 +22,6 @@ def chapter_kernel():
         return started[chapter]
 
     yield kernel_of
-    for kernel in started.values():
-        kernel.kernel.shutdown()
+    # at once: each kernel spends seconds stopping its ranks and forkserver, mostly waiting
+    with ThreadPoolExecutor(max(len(started), 1)) as pool:
+        list(pool.map(lambda k: k.kernel.shutdown(), started.values()))

@@ -11,6 +11,7 @@ would read.
 from __future__ import annotations
 
 import ast
+import json
 
 import pytest
 
@@ -53,6 +54,31 @@ def test_a_correct_variant_passes_the_test_cell(chapter_kernel, answer, test):
     assert kernel.execute(answer.cell, timeout=60).error is None
     ran = kernel.execute(source_of(answer.chapter, test), timeout=120)
     assert ran.error is None, ran.error["evalue"]
+
+
+def _stubs_and_tests(chapter: str) -> tuple[list[str], list[str]]:
+    """The student notebook's answer cells (its stubs) and the test cells, by grade id."""
+    cells_ = json.loads((course.NOTEBOOKS / chapter / f"{chapter}.ipynb").read_text())["cells"]
+    graded = [(c, c["metadata"].get("nbgrader", {})) for c in cells_ if c["cell_type"] == "code"]
+    return (["".join(c["source"]) for c, meta in graded if meta.get("solution")],
+            [meta["grade_id"] for c, meta in graded if meta.get("grade")
+             and not meta.get("solution")])
+
+
+@pytest.mark.parametrize("chapter", course.chapters())
+def test_the_student_notebooks_stubs_pass_no_test_cell(chapter_kernel, chapter):
+    # what `make validate` checks with nbgrader validate --invert, which runs every cell of the
+    # notebook: here the stubs are judged in the chapter's kernel, as the wrong answers are
+    kernel = chapter_kernel(chapter)
+    stubs, tests = _stubs_and_tests(chapter)
+    assert stubs and tests
+    for stub in stubs:
+        assert kernel.execute(stub, timeout=60).error is None, stub
+    for test in tests:
+        ran = kernel.execute(source_of(chapter, test), timeout=120)
+        assert ran.error is not None, f"{chapter}: the stubs pass {test}"
+        # failing for want of a name of the chapter's would pass any answer too
+        assert ran.error["ename"] != "NameError", (test, ran.error["evalue"])
 
 
 def test_every_answer_file_stands_for_a_solution_cell_and_names_test_cells_of_its_chapter():

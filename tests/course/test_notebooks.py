@@ -92,8 +92,9 @@ def test_a_chapters_test_helpers_only_define(name):
 
 
 def test_validate_passes_a_solution_and_fails_when_a_test_cell_fails(tmp_path):
-    # every solution's test cells also run under nbval (any error or stderr fails it there); this
-    # checks that the instructor's validate command tells a pass from a failure
+    # every solution's test cells also run under nbval (any error or stderr fails it there), and
+    # every chapter's stubs against its test cells in tests/chapters/test_exercise_feedback.py;
+    # this checks that the instructor's validate command tells a pass from a failure, both ways
     name = CHAPTERS[0]
     solution = ROOT / "solutions" / name / f"{name}.ipynb"
     assert course.validate(solution) == []
@@ -104,10 +105,7 @@ def test_validate_passes_a_solution_and_fails_when_a_test_cell_fails(tmp_path):
     (tmp_path / f"{name}.ipynb").write_text(json.dumps(broken))
     problems = course.validate(tmp_path / f"{name}.ipynb")
     assert problems and all("test cell failed" in p for p in problems)
-
-
-@pytest.mark.parametrize("name", CHAPTERS)
-def test_student_stubs_pass_no_test_cell(name):
+    # inverted (make validate on a student notebook): no test cell may pass with the stubs
     assert course.validate(ROOT / "notebooks" / name / f"{name}.ipynb", invert=True) == []
 
 
