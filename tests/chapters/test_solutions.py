@@ -24,7 +24,7 @@ def graded(tmp_path_factory):
     for chapter in CHAPTERS:
         write(folder / "class", "student", correct(chapter), chapter)
     # the grader's own cell limit (course.GRADING_CELL_TIMEOUT), the suite's other tests beside
-    graded = graded_class(folder / "class", folder / "out", jobs=2, db=folder / "gradebook.db",
+    graded = graded_class(folder / "class", folder / "out", jobs=1, db=folder / "gradebook.db",
                           keep=True)
     return {o.chapter: o for o in graded.batch.outcomes}, folder / "out"
 

@@ -30,7 +30,7 @@ def _grade(course: Path, students: dict[str, object], chapter: str, week: str):
     for student, nb in students.items():
         write(folder, student, nb, chapter)
     done = make("grade", f"SUBMISSIONS=class/{week}", f"OUT=grades/{week}",
-                "GRADE_FLAGS=--jobs 2", cwd=course, timeout=900)
+                "GRADE_FLAGS=--jobs 1", cwd=course, timeout=900)
     return done, read_grades(course / "grades" / week)
 
 

@@ -322,7 +322,7 @@ def test_a_record_the_collecting_account_did_not_write_is_not_read(tmp_path):
 def _grade(collected: Path, out: Path, gradebook: Path, roster: Path, due: str, *more: str):
     done = subprocess.run([sys.executable, "-m", "grader", "grade", str(collected), str(out),
                            "--roster", str(roster), "--due", due, "--gradebook", str(gradebook),
-                           "--jobs", "2", *more], cwd=ROOT, capture_output=True, text=True,
+                           "--jobs", "1", *more], cwd=ROOT, capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     return read_grades(out), done.stderr

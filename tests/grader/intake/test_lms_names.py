@@ -179,7 +179,7 @@ def graded(request, tmp_path_factory) -> Graded:
                              else nbformat.writes(content))
     with open(folder / download.roster_file, "w", newline="", encoding="utf-8") as roster:
         csv.writer(roster, quoting=download.quoting).writerows(download.roster)
-    done = graded_class(folder / "download.zip", folder / "out", jobs=2,
+    done = graded_class(folder / "download.zip", folder / "out", jobs=1,
                         db=folder / "gradebook.db", roster=folder / download.roster_file,
                         lms=lms).batch
     assert done.gradebook_error is None and done.kernel_error is None

@@ -47,7 +47,7 @@ def canvas_class(tmp_path_factory):
         '"Smith, Jane",1234,S-1,jsmith,Section A\n'
         '"Lee, Bo",2001,S-2,blee,Section A\n'
         '"Wong, Amy",3001,S-3,awong,Section B\n')
-    graded_class(folder / "download", folder / "out", jobs=2, db=folder / "gradebook.db",
+    graded_class(folder / "download", folder / "out", jobs=1, db=folder / "gradebook.db",
                  roster=folder / "roster.csv")
     return folder / "out"
 
