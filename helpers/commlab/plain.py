@@ -3,7 +3,9 @@ must not run it.
 
 :func:`dumps` writes numbers, strings, bytes, tensors, ``None``, lists, tuples, dicts and sets,
 and commlab's own records (a trace's ``Call`` and ``TensorInfo``, a timeline's ``Span``, a rank's
-failure) spelled out field by field, with ``torch.save``. :func:`loads` reads them back with
+failure) spelled out field by field, plain CPU tensors as their bytes, dtype and shape
+(:mod:`commlab.tensor_bytes`: a trace holds thousands, and the reader below takes tens of
+microseconds for each tensor it rebuilds), with ``torch.save``. :func:`loads` reads them back with
 ``torch.load(..., weights_only=True)``, which builds nothing but those plain values, then
 rebuilds the records from their fields. Whatever the writer did, what the reader gets is data:
 it can be wrong, never active. A grader's ranks report this way (``commlab.run``'s own ranks,
@@ -20,8 +22,10 @@ from typing import Any
 import torch
 
 from .errors import CommlabError
+from .tensor_bytes import from_bytes, is_bytes_only, to_bytes
 
 _MARK = "__commlab_record__"
+_TENSOR = "tensor"  # a record of a tensor's bytes, dtype and shape (commlab.tensor_bytes)
 _PLAIN = (str, int, float, bool, complex, bytes, type(None), torch.dtype, torch.device,
           torch.Size)
 
@@ -47,7 +51,11 @@ def to_plain(value: Any, where: str) -> Any:
             raise NotPlain(
                 f"{where} is a {type(value).__name__}, which cannot come back from the ranks. "
                 "Return a plain tensor (for a DTensor, .to_local() or .full_tensor()).")
-        return value.detach().to("cpu")
+        tensor = value.detach().to("cpu")
+        if not is_bytes_only(tensor):
+            return tensor
+        data, dtype, shape = to_bytes(tensor)
+        return {_MARK: _TENSOR, "data": data, "dtype": dtype, "shape": shape}
     if isinstance(value, _PLAIN):
         return value
     records = _records()
@@ -71,6 +79,11 @@ def from_plain(value: Any) -> Any:
     """Records rebuilt from their fields; plain values as they are."""
     if isinstance(value, dict):
         kind = value.get(_MARK)
+        if kind == _TENSOR:
+            try:
+                return from_bytes(value.get("data"), value.get("dtype"), value.get("shape"))
+            except ValueError as exc:
+                raise NotPlain(f"what was sent back is not plain data ({exc})") from None
         records = _records()
         if isinstance(kind, str) and kind in records:
             cls = records[kind]

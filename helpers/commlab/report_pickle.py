@@ -7,11 +7,10 @@ whole load per tensor; as its bytes, dtype and shape a trace is written in about
 the time, read in about a tenth, and takes half the bytes (``make bench-report`` prints the
 ratios).
 
-Only tensors whose bytes are all there is to them go this way: a plain ``torch.Tensor``, strided,
-on the CPU, needing no gradient, with no attributes of its own. Everything else (parameters,
-DTensors, CUDA, sparse or quantized tensors, tensors in an autograd graph) is pickled as before.
-Two views of one storage come back as two tensors of their own; one tensor named twice comes
-back as one.
+Only tensors whose bytes are all there is to them go this way (:mod:`commlab.tensor_bytes`);
+everything else (parameters, DTensors, CUDA, sparse or quantized tensors, tensors in an autograd
+graph) is pickled as before. Two views of one storage come back as two tensors of their own; one
+tensor named twice comes back as one.
 """
 
 from __future__ import annotations
@@ -23,6 +22,8 @@ from typing import Any
 import cloudpickle
 import torch
 
+from .tensor_bytes import from_bytes, is_bytes_only, to_bytes
+
 
 def dumps(value: Any) -> bytes:
     """``value`` pickled with cloudpickle (the notebook's own functions and classes included),
@@ -32,24 +33,8 @@ def dumps(value: Any) -> bytes:
     return buffer.getvalue()
 
 
-def is_bytes_only(tensor: torch.Tensor) -> bool:
-    """Whether ``tensor`` is nothing but its values, dtype and shape."""
-    return (type(tensor) is torch.Tensor and tensor.layout is torch.strided
-            and tensor.device.type == "cpu" and not tensor.requires_grad
-            and not tensor.is_quantized and not tensor.__dict__)
-
-
-def tensor_from_bytes(data: bytes, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
-    """The tensor :func:`dumps` wrote as ``data``, ``dtype`` and ``shape`` (writable, its own)."""
-    if not data:
-        return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
-
-
 class _Pickler(cloudpickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, torch.Tensor) and is_bytes_only(obj):
-            values = obj.detach().resolve_conj().resolve_neg().contiguous().reshape(-1)
-            return tensor_from_bytes, (values.view(torch.uint8).numpy().tobytes(), obj.dtype,
-                                       tuple(obj.shape))
+            return from_bytes, to_bytes(obj)
         return super().reducer_override(obj)

@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 
 import commlab
-from commlab import report_pickle
+from commlab import report_pickle, tensor_bytes
 
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int8,
           torch.uint8, torch.bool, torch.complex64]
@@ -61,7 +61,7 @@ def test_what_is_more_than_its_bytes_is_pickled_as_before():
     tagged.note = "kept"
     sparse = torch.eye(3).to_sparse()
     for tensor in (parameter, needs_grad, tagged, sparse):
-        assert not report_pickle.is_bytes_only(tensor)
+        assert not tensor_bytes.is_bytes_only(tensor)
     back = _round_trip([parameter, needs_grad, tagged, sparse])
     assert type(back[0]) is torch.nn.Parameter and back[1].requires_grad
     assert back[2].note == "kept" and back[3].layout is torch.sparse_coo
