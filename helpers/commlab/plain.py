@@ -52,7 +52,8 @@ def to_plain(value: Any, where: str) -> Any:
                 f"{where} is a {type(value).__name__}, which cannot come back from the ranks. "
                 "Return a plain tensor (for a DTensor, .to_local() or .full_tensor()).")
         tensor = value.detach().to("cpu")
-        if not is_bytes_only(tensor):
+        # an empty one as it is: torch.save writes empty bytes as a call the reader refuses
+        if not is_bytes_only(tensor) or tensor.numel() == 0:
             return tensor
         data, dtype, shape = to_bytes(tensor)
         return {_MARK: _TENSOR, "data": data, "dtype": dtype, "shape": shape}

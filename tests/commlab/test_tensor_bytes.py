@@ -23,7 +23,8 @@ def test_bytes_that_do_not_fit_the_dtype_and_shape_are_refused():
 
 def test_plain_data_carries_a_tensor_as_its_bytes_and_refuses_a_forged_one():
     sent = {"w": torch.arange(4.0), "grad": torch.ones(2, requires_grad=True) * 2,
-            "half": torch.zeros(3, dtype=torch.bfloat16)}
+            "half": torch.zeros(3, dtype=torch.bfloat16), "empty": torch.zeros(0, 3),
+            "scalar": torch.tensor(7, dtype=torch.int16)}
     back = plain.loads(plain.dumps(sent))
     assert {k: (type(v), v.dtype, v.tolist()) for k, v in back.items()} == {
         k: (torch.Tensor, v.dtype, v.tolist()) for k, v in sent.items()}
