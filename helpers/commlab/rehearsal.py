@@ -22,9 +22,10 @@ import sys
 import warnings
 from collections.abc import Iterator
 
+import cloudpickle
 import torch
 
-from . import rendezvous, report_pickle
+from . import rendezvous
 from . import trace as tracing
 
 
@@ -42,7 +43,7 @@ def rehearse(recorder: tracing.Recorder) -> None:
             group = dist.ProcessGroupGloo(dist.HashStore(), 0, 1)
             tensor = torch.ones(2)
             dist.all_reduce(tensor, group=group)
-            report_pickle.dumps((tensor.detach().clone(), recorder.calls))
+            cloudpickle.dumps((tensor.detach().clone(), recorder.calls))
     except Exception:  # noqa: BLE001 - a rehearsal is an extra: the run does it all anyway
         pass
     finally:

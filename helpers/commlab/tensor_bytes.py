@@ -1,6 +1,5 @@
-"""A tensor as its bytes, dtype and shape, and back: how ranks send the small tensors of their
-traces (:mod:`commlab.report_pickle`, :mod:`commlab.plain`) without a ``torch.save`` and a
-``torch.load`` per tensor.
+"""A tensor as its bytes, dtype and shape, and back: how a grader's ranks send the small tensors
+of their traces (:mod:`commlab.plain`) without torch's weights-only reader rebuilding each one.
 
 Only tensors whose bytes are all there is to them go this way (:func:`is_bytes_only`); a tensor
 read back is its own, writable, and contiguous.

@@ -37,17 +37,7 @@ from typing import Any
 import cloudpickle
 import torch
 
-from . import (
-    answers,
-    backend,
-    capture,
-    control,
-    functional,
-    plain,
-    rehearsal,
-    report_pickle,
-    status,
-)
+from . import answers, backend, capture, control, functional, plain, rehearsal, status
 from . import trace as tracing
 from .errors import RankFailure, ReturnNotSendable
 
@@ -271,8 +261,8 @@ def _done_message(spec: LaunchSpec, rank: int, value: Any, recorder: tracing.Rec
                                                      groups=recorder.groups)),
                            f"what rank {rank} returned")
     try:
-        return report_pickle.dumps(RankReport(value, recorder.calls, caught,
-                                              groups=recorder.groups))
+        return cloudpickle.dumps(RankReport(value, recorder.calls, caught,
+                                            groups=recorder.groups))
     except Exception as exc:  # noqa: BLE001
         raise ReturnNotSendable(
             f"rank {rank} returned a {type(value).__name__} that can't be sent back to the "
@@ -288,10 +278,10 @@ def _failure_message(spec: LaunchSpec, exc: BaseException, recorder: tracing.Rec
         try:
             if spec.data_reports:
                 return plain.dumps(_report_fields(report), "the trace")
-            return report_pickle.dumps(report)
+            return cloudpickle.dumps(report)
         except Exception:  # noqa: BLE001
             continue
-    return report_pickle.dumps(RankReport(None, [], [], failure))
+    return cloudpickle.dumps(RankReport(None, [], [], failure))
 
 
 def _report_fields(report: RankReport) -> dict[str, Any]:
