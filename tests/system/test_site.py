@@ -568,6 +568,23 @@ def _hash24(numbers: np.ndarray) -> np.ndarray:
     return (numbers * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)
 
 
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # JSON's escapes may leave halves
+
+
+@functools.cache
+def _starts(lines: tuple[str, ...]) -> tuple[dict[int, list[tuple[bytes, str]]], np.ndarray]:
+    """The lines by their first eight bytes (as one number), and a table of 2**24 marks, one per
+    hash of those numbers: made once for the whole scan."""
+    starts: dict[int, list[tuple[bytes, str]]] = {}
+    for line in lines:
+        encoded = _utf8(line)
+        starts.setdefault(int.from_bytes(encoded[:8], "little"), []).append((encoded, line))
+    table = np.zeros(1 << 24, dtype=bool)
+    table[_hash24(np.array(list(starts), dtype="<u8"))] = True
+    return starts, table
+
+
 def found_secrets(data: bytes, secrets: dict[str, str]) -> list[str]:
     """The secret lines that are in the file ``data``, read as :func:`readable` reads it.
 
@@ -575,23 +592,17 @@ def found_secrets(data: bytes, secrets: dict[str, str]) -> list[str]:
     of lines to look for: a search for each line would read all of it hundreds of times. Every line
     is longer than eight bytes, so the places where one may start are found first, at once, as
     the places where eight bytes are a line's first eight; the lines are looked for there."""
-    text = readable(data).encode("utf-8", "surrogatepass")  # JSON's escapes may leave halves
-    starts: dict[int, list[bytes]] = {}
-    for line in secrets:
-        encoded = line.encode("utf-8", "surrogatepass")
-        starts.setdefault(int.from_bytes(encoded[:8], "little"), []).append(encoded)
+    text = _utf8(readable(data))
     if len(text) < 8:
         return []
+    starts, table = _starts(tuple(secrets))
     # the eight bytes from each position of the text as one number (overlapping windows)
     windows = np.ndarray((len(text) - 7,), dtype="<u8", buffer=text, strides=(1,))
-    # a table of 2**24 marks, one per hash of the lines' first eight bytes: one lookup a place
-    table = np.zeros(1 << 24, dtype=bool)
-    table[_hash24(np.array(list(starts), dtype="<u8"))] = True
     found = set()
     for position in np.nonzero(table[_hash24(windows)])[0].tolist():
-        found.update(line for line in starts.get(int(windows[position]), ())
-                     if text.startswith(line, position))
-    return [line for line in secrets if line.encode("utf-8", "surrogatepass") in found]
+        found.update(line for encoded, line in starts.get(int(windows[position]), ())
+                     if text.startswith(encoded, position))
+    return [line for line in secrets if line in found]
 
 
 def test_no_solution_or_hidden_test_in_any_built_file(site):
