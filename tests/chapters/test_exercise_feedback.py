@@ -11,7 +11,6 @@ would read.
 from __future__ import annotations
 
 import ast
-import json
 
 import pytest
 
@@ -57,12 +56,11 @@ def test_a_correct_variant_passes_the_test_cell(chapter_kernel, answer, test):
 
 
 def _stubs_and_tests(chapter: str) -> tuple[list[str], list[str]]:
-    """The student notebook's answer cells (its stubs) and the test cells, by grade id."""
-    cells_ = json.loads((course.NOTEBOOKS / chapter / f"{chapter}.ipynb").read_text())["cells"]
-    graded = [(c, c["metadata"].get("nbgrader", {})) for c in cells_ if c["cell_type"] == "code"]
+    """The student notebook's answer cells (its stubs) and its test cells' grade ids."""
+    graded = [(c, c["metadata"].get("nbgrader", {}))
+              for c in code_cells(chapter, course.NOTEBOOKS) if grade_id(c)]
     return (["".join(c["source"]) for c, meta in graded if meta.get("solution")],
-            [meta["grade_id"] for c, meta in graded if meta.get("grade")
-             and not meta.get("solution")])
+            [grade_id(c) for c, meta in graded if meta.get("grade") and not meta.get("solution")])
 
 
 @pytest.mark.parametrize("chapter", course.chapters())

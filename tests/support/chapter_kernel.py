@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+from pathlib import Path
 
 from grader.course import SOLUTIONS
 from support.kernel import Kernel
@@ -13,9 +14,10 @@ from support.kernel import Kernel
 DEFINING = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)
 
 
-def code_cells(chapter: str) -> list[dict]:
-    """The code cells of the chapter's solution notebook, in order."""
-    path = SOLUTIONS / chapter / f"{chapter}.ipynb"
+def code_cells(chapter: str, folder: Path = SOLUTIONS) -> list[dict]:
+    """The code cells of the chapter's notebook in ``folder`` (its solution by default), in
+    order."""
+    path = folder / chapter / f"{chapter}.ipynb"
     return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
 
 
