@@ -78,13 +78,9 @@ ARG JUPYTERHUB=""
 RUN --mount=type=secret,id=pip_conf --mount=type=secret,id=ca_bundle \
     if [ -n "${JUPYTERHUB}" ]; then sh install_requirements.sh "jupyterhub==${JUPYTERHUB}"; fi
 
-# The user's ids: give yours (--build-arg UID="$(id -u)" GID="$(id -g)") so that files in a
-# mounted host folder stay yours and the container can write them.
-ARG UID=1000
-ARG GID=100
+# The user is made last in each target (helpers/scripts/image_user.sh): other ids rebuild no
+# set-up.
 COPY helpers/scripts/image_user.sh ./
-RUN sh image_user.sh "${UID}" "${GID}"
-WORKDIR /home/jovyan
 
 ENV WORK=/home/jovyan/work \
     LAB_FLAGS="--ip=0.0.0.0 --port=8888 --no-browser"
@@ -106,12 +102,22 @@ RUN make -C /tmp/course student-edition DEST=/tmp/edition
 
 # The whole course: solutions, grader, tests (grading, `make test`, `make validate`).
 FROM runtime AS instructor
-ARG UID=1000
-ARG GID=100
 WORKDIR /home/jovyan/course
-COPY --chown=${UID}:${GID} . .
+# make setup from the files it reads, before the rest of the course and before the user: editing
+# a chapter, the grader or a test rebuilds none of it, and neither do other ids. The package's
+# __init__.py is all the editable install needs of it (it points Python at the folder).
+COPY Makefile pyproject.toml requirements.txt requirements-dev.txt LICENSE ./
+COPY helpers/scripts/ helpers/scripts/
+COPY helpers/jupyter/ helpers/jupyter/
+COPY helpers/commlab/__init__.py helpers/commlab/
 # requirements-dev.txt's test tools go into the environment too, through the same secrets
 RUN --mount=type=secret,id=pip_conf --mount=type=secret,id=ca_bundle make setup
+# The user's ids: give yours (--build-arg UID="$(id -u)" GID="$(id -g)") so that files in a
+# mounted host folder stay yours and the container can write them.
+ARG UID=1000
+ARG GID=100
+RUN sh /tmp/install/image_user.sh "${UID}" "${GID}"
+COPY --chown=${UID}:${GID} . .
 USER ${UID}:${GID}
 # COMMLAB_INSTRUCTOR_IMAGE: the grader's advice where namespaces are not allowed speaks of
 # this image as the one you are in (grader/sandboxed/namespaces.py)
@@ -126,8 +132,6 @@ CMD ["make", "formgrader"]
 # What students run: the student edition only, in /opt/course, outside the home that a hub
 # mounts each student's volume over; owned by root, read-only for the student.
 FROM runtime AS student
-ARG UID=1000
-ARG GID=100
 COPY --from=edition /tmp/edition /opt/course
 WORKDIR /opt/course
 RUN --mount=type=secret,id=pip_conf --mount=type=secret,id=ca_bundle make setup
@@ -145,6 +149,10 @@ RUN jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:formgrader
     && cp helpers/jupyter/nbgrader_config.py /opt/venv/etc/jupyter/nbgrader_config.py \
     && install -d -m 1777 /srv/nbgrader/exchange \
     && MPLCONFIGDIR=/opt/matplotlib-cache python -c "import matplotlib.font_manager"
+# The user's ids, as for the instructor
+ARG UID=1000
+ARG GID=100
+RUN sh /tmp/install/image_user.sh "${UID}" "${GID}"
 USER ${UID}:${GID}
 ENV HOME=/home/jovyan \
     COURSE=/opt/course

@@ -48,9 +48,17 @@ else
     if [ -n "$existing" ]; then
         echo "UID $uid is the base image's user '$existing': the student shares its id."
     fi
+    # The instructor image sets its course up under the home before the user exists (so that
+    # other ids rebuild none of it): the home is then given the files and owner a new one gets.
+    if [ -d /home/jovyan ]; then home=--no-create-home; else home=--create-home; fi
     # -K: no warning for the ids below 1000 that macOS gives (501, ...)
-    useradd -K UID_MIN=1 -K UID_MAX=2147483647 --non-unique --create-home \
+    useradd -K UID_MIN=1 -K UID_MAX=2147483647 --non-unique "$home" \
         --home-dir /home/jovyan --uid "$uid" --gid "$gid" --shell /bin/bash jovyan
+    if [ "$home" = --no-create-home ]; then
+        cp -rn /etc/skel/. /home/jovyan/
+        (cd /etc/skel && find . -mindepth 1 -exec chown "$uid:$gid" "/home/jovyan/{}" \;)
+        chown "$uid:$gid" /home/jovyan
+    fi
 fi
 install -d -o "$uid" -g "$gid" /home/jovyan/work
 echo "The image's user: uid $uid, gid $gid ($group), home /home/jovyan."

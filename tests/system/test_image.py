@@ -290,6 +290,14 @@ def test_image_user_script_handles_ids_the_base_has_and_lacks(course_images):
             "else id jovyan; fi && stat -c '%u:%g' /home/jovyan/work")
         assert wanted in done.stdout, (ids, done.stdout, done.stderr)
         assert done.stdout.split()[-1] == ids.replace(" ", ":"), (ids, done.stdout)
+    # the instructor image's course is set up under the home before the user is made
+    done = course_images.engine.run(
+        "run", "--rm", "--network", "none", "-v", f"{script}:/image_user.sh:ro",
+        course_images.base, "sh", "-c",
+        "mkdir -p /home/jovyan/course && sh /image_user.sh 1500 20 >/dev/null && "
+        "stat -c '%u:%g %n' /home/jovyan /home/jovyan/.bashrc /home/jovyan/course")
+    assert done.stdout.split("\n")[:3] == ["1500:20 /home/jovyan", "1500:20 /home/jovyan/.bashrc",
+                                           "0:0 /home/jovyan/course"], (done.stdout, done.stderr)
     refused = course_images.engine.run(
         "run", "--rm", "--network", "none", "-v", f"{script}:/image_user.sh:ro",
         course_images.base, "sh", "/image_user.sh", "me", "20", check=False)
