@@ -100,8 +100,11 @@ $(SITE_VENV)/.installed: helpers/site/requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
 		echo "make site needs Python 3.11 or newer: make site PYTHON=python3.11"; exit 1; }
 	$(PYTHON) -m venv $(SITE_VENV)
-	$(SITE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
-		-r helpers/site/requirements.txt
+	# every package is pinned, what they need included: pip resolves nothing (--no-deps) and
+	# pip check says if a pin is missing; modules compile when the build first imports them
+	$(SITE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		--no-compile -r helpers/site/requirements.txt
+	$(SITE_VENV)/bin/python -m pip check --disable-pip-version-check
 	touch $@
 
 # Builds from the files as they are, without the network and without running any notebook.
