@@ -109,6 +109,22 @@ def test_validate_passes_a_solution_and_fails_when_a_test_cell_fails(tmp_path):
     assert course.validate(ROOT / "notebooks" / name / f"{name}.ipynb", invert=True) == []
 
 
+# Validate shows a failing test cell's source before the reason, in its dialog (the browser test
+# checks that layout with chapter 01): a test cell this short keeps the reason on the first
+# screen, where a cell of helpers once pushed it 110 lines down.
+VISIBLE_TEST_LINES = 12
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_every_visible_test_cell_is_a_few_lines_so_validate_shows_the_reason_first(name):
+    for cell in _cells(ROOT / "notebooks" / name / f"{name}.ipynb"):
+        meta = cell["metadata"].get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution"):
+            lines = [line for line in "".join(cell["source"]).splitlines() if line.strip()]
+            assert len(lines) <= VISIBLE_TEST_LINES, \
+                f"{meta['grade_id']}: {len(lines)} lines; helpers belong in the chapter's checks.py"
+
+
 @pytest.mark.parametrize("name", CHAPTERS)
 def test_chapter_has_graded_exercises_with_hidden_tests_that_vary_world_size(name):
     cells = _cells(ROOT / "solutions" / name / f"{name}.ipynb")

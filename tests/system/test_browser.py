@@ -34,13 +34,6 @@ WRONG_ANSWER = ("def my_broadcast(tensor, src):\n"
                 "    dist.broadcast(tensor, src)\n")
 # what the exercise's visible test says to that answer (commlab.checks.expect_only)
 WRONG_ANSWER_MESSAGE = "your code called dist.broadcast; this exercise allows only"
-# Chapter 17's first exercise answered wrongly (a file of tests/chapters/), and what its test
-# says to it: the chapter whose first test once showed its 110 lines of helpers before the reason
-SHARDED = "17_sharded_training"
-SHARDED_WRONG = (ROOT / "tests" / "chapters" / SHARDED / "wrong_answers"
-                 / "sharded_optimizer_forgets_a_later_group.py")
-SHARDED_WRONG_MESSAGE = "the parameters after step"
-
 
 # --- the two Labs ------------------------------------------------------------------------------
 
@@ -251,28 +244,14 @@ def _student_session(student: Student, which: str, started, work: Path) -> None:
     assert "The following cell failed:" in text
     assert test_source.splitlines()[0] in text, "the failing test is shown"
     assert WRONG_ANSWER_MESSAGE in text, text[:3000]
-    student.close_dialog()
-
-    if which == "local":  # once is enough: the dialog is nbgrader's, whichever Lab shows it
-        _sharded_training_validated(student, started, work)
-
-
-def _sharded_training_validated(student: Student, started, work: Path) -> None:
-    """Chapter 17 with a wrong first answer, saved, then opened and validated: the reason (what
-    differed, on which rank and case) comes within the dialog's first 15 lines."""
-    path = work / SHARDED / f"{SHARDED}.ipynb"
-    nb = nbformat.read(path, as_version=4)
-    nb.cells[class_factory.cell_index(nb, "17-sharded-optimizer")].source = \
-        SHARDED_WRONG.read_text()
-    nbformat.write(nb, path)
-    with step("browser, local Lab: chapter 17, a wrong answer, Validate"):
-        student.open_chapter(started, SHARDED)
-        kind, text = student.validate()
-    student.shot("sharded-validate-fails")
-    assert "validation-failed" in kind, text[:3000]
-    first = [line for line in text.splitlines() if line.strip()][:15]
-    assert any(SHARDED_WRONG_MESSAGE in line for line in first), "\n".join(first)
-    assert "File \"" not in "\n".join(first), "no frame of the course's check code first"
+    # the reason right after the test's source (a few lines: tests/course/test_notebooks.py
+    # keeps every chapter's that short), with no frame of the course's check code before it
+    lines = [line for line in text.splitlines() if line.strip()]
+    failed = next(i for i, line in enumerate(lines) if "The following cell failed:" in line)
+    shown = len([line for line in test_source.splitlines() if line.strip()])
+    reason = lines[failed + 1 + shown:failed + 3 + shown]
+    assert any(WRONG_ANSWER_MESSAGE in line for line in reason), "\n".join(lines[:30])
+    assert 'File "' not in "\n".join(lines[:failed + 3 + shown]), "\n".join(lines[:30])
     student.close_dialog()
 
 
