@@ -51,9 +51,11 @@ TORCH_CHOICE = sh helpers/scripts/torch_build.sh choose "$(VENV)" "$(TORCH)" "$(
 torch-build:
 	@sh helpers/scripts/torch_build.sh check "$(VENV)" "$(TORCH)" "$(GOAL)"
 
-# Reinstalls whenever the pins or the package metadata change. The stamp records the torch build
-# (cpu, cuda, cu126, ...), which torch_build.sh chooses and says why, in one line.
-$(STAMP): requirements.txt $(wildcard requirements-dev.txt) pyproject.toml | torch-build
+# Reinstalls whenever the pins, the package metadata or the install script change. The stamp
+# records the torch build (cpu, cuda, cu126, ...), which torch_build.sh chooses and says why, in
+# one line.
+$(STAMP): requirements.txt $(wildcard requirements-dev.txt) pyproject.toml \
+		helpers/scripts/install_requirements.sh | torch-build
 	$(eval TORCH_BUILD := $(shell $(TORCH_CHOICE)))
 	@test -n "$(TORCH_BUILD)" || { echo "make: no torch build chosen (TORCH=$(TORCH))"; exit 2; }
 	@PYTHON="$(PYTHON)" VENV="$(VENV)" TORCH="$(TORCH_BUILD)" \

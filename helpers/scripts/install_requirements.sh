@@ -76,8 +76,18 @@ fi
 pip_install() {
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
 }
+# rfc3987-syntax comes with Jupyter's event schemas (jsonschema[format-nongpl]), for a check of
+# "iri" strings nothing here asks for, and builds some thirty grammars when jsonschema is first
+# imported: 1.7 s of CPU in every process that reads a notebook (each Validate, make check, Lab
+# start and grading run). Without it jsonschema leaves that format unchecked; pip check agrees.
+drop_slow_imports() {
+    if "$VENV/bin/python" -m pip show --quiet rfc3987-syntax >/dev/null 2>&1; then
+        "$VENV/bin/python" -m pip uninstall --quiet --yes rfc3987-syntax
+    fi
+}
 if [ "$#" -gt 0 ]; then
     pip_install "$@"
+    drop_slow_imports
     exit 0
 fi
 if [ -n "$TORCH" ] || [ -n "${TORCH_INDEX:-}" ]; then
@@ -100,3 +110,4 @@ pip_install -r requirements.txt
 if [ -f requirements-dev.txt ]; then
     pip_install -r requirements-dev.txt
 fi
+drop_slow_imports

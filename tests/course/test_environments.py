@@ -278,3 +278,16 @@ def test_the_image_and_the_hub_pin_one_jupyterhub_and_the_proxy_is_pinned():
     assert re.fullmatch(r"\d+\.\d+\.\d+", proxy), proxy
     lock = json.loads((ROOT / "hub" / "package-lock.json").read_text())
     assert lock["packages"]["node_modules/configurable-http-proxy"]["version"] == proxy
+
+
+def test_reading_a_notebook_builds_no_grammar_of_an_unused_schema_format():
+    # helpers/scripts/install_requirements.sh removes rfc3987-syntax, which jsonschema would
+    # import with nbformat (1.7 s of CPU in every Validate, make check, Lab and grading run)
+    python = Path(sys.prefix) / "bin" / "python"
+    done = subprocess.run([str(python), "-c", "import sys, nbformat.validator, jupyter_events; "
+                           "print(sorted(m for m in sys.modules if m.startswith('rfc3987')))"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+    checked = subprocess.run([str(python), "-m", "pip", "check"], capture_output=True, text=True,
+                             timeout=120)
+    assert checked.returncode == 0, checked.stdout
