@@ -77,7 +77,7 @@ WITH_IMAGES = {"tests/system/test_image.py", "tests/system/test_browser.py",
 
 def group(nodeid: str) -> str:
     """The tests that must run on one worker: a module's (they share its module fixtures), or in
-    the modules of BY_CHAPTER a chapter's (named in the test's parameters); a notebook's cells
+    the modules of BY_CHAPTER a chapter's (named in the test's id); a notebook's cells
     (nbval runs them in order, in one kernel); the tests of tests/system/ that share the images
     (their builds would only slow each other down); and the other tests of tests/system/, which
     share the browser's, the hub's and the site's environments and the Slurm cluster, beside
@@ -85,9 +85,9 @@ def group(nodeid: str) -> str:
     path, _, rest = nodeid.partition("::")
     if path.startswith("tests/system/"):
         return "tests/system" if path in WITH_IMAGES else "tests/system (no images)"
-    if path in BY_CHAPTER and "[" in rest:
-        parameters = rest[rest.index("["):]
-        chapter = next((name for name in CHAPTER_NAMES if name in parameters), None)
+    if path in BY_CHAPTER:
+        # a test's parameters, or the notebook test_nccl_path.py collects cells of
+        chapter = next((name for name in CHAPTER_NAMES if name in rest), None)
         if chapter is not None:
             return f"{path}::{chapter}"
     return path

@@ -15,3 +15,68 @@ The modules below are tested here or elsewhere (tests/test_layout.py reads these
 # helpers/site/build.py: tested through tests/system/test_site.py (make site)
 # helpers/site/conf.py: tested through tests/system/test_site.py (make site)
 # helpers/site/pictures.py: tested through tests/system/test_site.py (every picture's alt text)
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from nbval.plugin import IPyNbFile
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAPTERS = sorted(p.parent.name for p in (ROOT / "solutions").glob("*/*.ipynb")
+                  if p.stem == p.parent.name)
+# every solution notebook again (test_nccl_path.py), commlab believing four GPUs exist
+PRETEND_GPUS = {"COMMLAB_PRETEND_GPUS": "4"}
+
+
+
+
+
+@contextmanager
+def _environment(values: dict[str, str]):
+    had = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in had.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
+
+
+class NotebookInAnEnvironment(IPyNbFile):
+    """A notebook under strict nbval (the suite's own options), its kernel started with
+    ``environment`` set: the kernel's process keeps it, this one does not."""
+
+    environment: dict[str, str] = {}
+
+    def setup(self):
+        with _environment(self.environment):
+            super().setup()
+
+    def collect(self):
+        for item in super().collect():
+            item.add_marker(pytest.mark.slow)
+            yield item
+
+
+class NotebooksOnTheNcclBranch(pytest.File):
+    """test_nccl_path.py's items: every solution notebook, under ``COMMLAB_PRETEND_GPUS``."""
+
+    def collect(self):
+        for chapter in CHAPTERS:
+            notebook = NotebookInAnEnvironment.from_parent(
+                self, path=ROOT / "solutions" / chapter / f"{chapter}.ipynb", name=chapter,
+                nodeid=f"{self.nodeid}::{chapter}")
+            notebook.environment = PRETEND_GPUS
+            yield notebook
+
+
+def pytest_collect_file(file_path, parent):
+    if file_path.name == "test_nccl_path.py" and file_path.parent.name == "course":
+        return NotebooksOnTheNcclBranch.from_parent(parent, path=file_path)
