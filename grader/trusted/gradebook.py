@@ -33,7 +33,7 @@ def quick_scratch_gradebooks(scratch: Path) -> None:
     from sqlalchemy.engine import Engine
 
     if not _scratch_roots:
-        head = _alembic_head()
+        head = alembic_head()
         if head:
             nbgrader.api.get_alembic_version = lambda: head
 
@@ -52,15 +52,15 @@ def _database_path(connection) -> str:
         return ""
 
 
-def _alembic_head() -> str | None:
+def alembic_head() -> str | None:
     """The gradebook schema's version, asked of alembic in this process."""
     try:
         from alembic.config import Config
         from alembic.script import ScriptDirectory
-        from nbgrader import alembic as scripts
+        from nbgrader.dbutil import ALEMBIC_DIR  # its scripts: nbgrader.alembic has no __file__
 
         config = Config()
-        config.set_main_option("script_location", str(Path(scripts.__file__).parent))
+        config.set_main_option("script_location", ALEMBIC_DIR)
         return ScriptDirectory.from_config(config).get_current_head()
     except Exception:  # noqa: BLE001 - nbgrader then asks alembic its own way
         return None

@@ -112,3 +112,18 @@ def test_a_manual_score_goes_when_the_test_of_its_cell_changed(course, regraded)
     assert (rows["ben"]["score"], rows["ben"]["notes"]) == ("0", "")
     with _api(course).gradebook as gb:
         assert gb.find_grade(TEST, CHAPTER, CHAPTER, "ben").manual_score is None
+
+
+def test_scratch_gradebooks_learn_the_schema_version_in_this_process_as_alembic_says_it():
+    # nbgrader asks a new Python (alembic heads) every time it creates a gradebook: several
+    # seconds of CPU a grading run, unless grading's own answer (the same) stands in for it
+    import subprocess
+
+    from nbgrader.dbutil import _temp_alembic_ini
+
+    from grader.trusted import gradebook
+
+    with _temp_alembic_ini("sqlite:////tmp/gradebook.db") as ini:
+        said = subprocess.check_output([str(VENV / "bin" / "alembic"), "-c", ini, "heads"],
+                                       text=True, timeout=120)
+    assert gradebook.alembic_head() == said.split()[0]
