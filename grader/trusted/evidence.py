@@ -106,6 +106,9 @@ def differences(measured: dict, expected: list[dict], slack: dict) -> list[str]:
     for key, label in (("wire", "from rank {0} to rank {1}"),
                        ("store", "between rank {0} and the rendezvous store")):
         replays = [e[key] for e in expected]
+        if key == "store" and any(_store_use_in_other_roles(measured[key], r, slack)
+                                  for r in replays):
+            continue
         for who in _pairs(measured[key], {k: 0 for r in replays for k in r}):
             got = measured[key].get(who, 0)
             low = min(r.get(who, 0) for r in replays)
@@ -119,6 +122,21 @@ def differences(measured: dict, expected: list[dict], slack: dict) -> list[str]:
                 found.append(f"{got} bytes {label.format(*names)}, fewer than the calls your "
                              "trace lists send")
     return found
+
+
+def _store_use_in_other_roles(measured: dict, replayed: dict, slack: dict) -> bool:
+    """Whether the ranks' bytes with the store are the replay's once both are sorted, and not
+    rank for rank: which rank reaches the end of a group's start last, and so tells the others
+    (torch's store-based barrier), is a matter of timing, and that rank moves more bytes with
+    the store than the rest (1502 more, measured). Data moved through the store adds bytes to
+    the ranks that use it, which no sorting hides."""
+    ranks = sorted(set(measured) | set(replayed), key=str)
+    if measured == replayed or not ranks:
+        return False  # the same, rank for rank: nothing to forgive
+    room = max(slack.get(rank, 0) for rank in ranks)
+    got = sorted(measured.get(rank, 0) for rank in ranks)
+    wanted = sorted(replayed.get(rank, 0) for rank in ranks)
+    return all(abs(a - b) <= room for a, b in zip(got, wanted))
 
 
 def _peers(call: Any) -> list[int]:

@@ -2,8 +2,6 @@
 
 The modules below are tested through others (tests/test_layout.py reads these lines)."""
 
-# grader/trusted/evidence.py: tested through tests/grader/sandboxed/test_rankhost.py (the ranks'
-#   word against the network's count) and tests/chapters/test_attacks.py (forged traces)
 # grader/trusted/exchange_feedback.py: tested through tests/grader/intake/test_exchange.py
 #   (feedback released and fetched, each student her own page)
 # grader/trusted/feedback.py: tested through tests/grader/test_autograde.py (results without
