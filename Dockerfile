@@ -106,7 +106,8 @@ WORKDIR /home/jovyan/course
 # make setup from the files it reads, before the rest of the course and before the user: editing
 # a chapter, the grader or a test rebuilds none of it, and neither do other ids. The package's
 # __init__.py is all the editable install needs of it (it points Python at the folder).
-COPY Makefile pyproject.toml requirements.txt requirements-dev.txt LICENSE ./
+# (requirements*.txt: the student edition, which ships this file too, has no requirements-dev.txt)
+COPY Makefile pyproject.toml requirements*.txt LICENSE ./
 COPY helpers/scripts/ helpers/scripts/
 COPY helpers/jupyter/ helpers/jupyter/
 COPY helpers/commlab/__init__.py helpers/commlab/

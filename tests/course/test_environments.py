@@ -144,12 +144,16 @@ def test_dockerfile_puts_the_venv_outside_the_course_folder_and_first_on_path():
 
 
 def test_dockerfile_runs_as_the_uid_and_gid_given_at_build_time():
-    runtime = _stage("runtime")
-    # by default a JupyterHub's: jovyan, uid 1000, group 100 (users)
-    assert ("ARG", "UID=1000") in runtime and ("ARG", "GID=100") in runtime
-    assert ("RUN", 'sh image_user.sh "${UID}" "${GID}"') in runtime
     for target in ("student", "instructor"):
-        users = [args for ins, args in _stage(target) if ins == "USER"]
+        stage = _stage(target)
+        # by default a JupyterHub's: jovyan, uid 1000, group 100 (users)
+        assert ("ARG", "UID=1000") in stage and ("ARG", "GID=100") in stage, target
+        made = stage.index(("RUN", 'sh /tmp/install/image_user.sh "${UID}" "${GID}"'))
+        # the user comes after the set-up, so that other ids rebuild none of it
+        setup = next(i for i, (ins, args) in enumerate(stage)
+                     if ins == "RUN" and args.endswith("make setup"))
+        assert setup < made, f"{target}: the user is made before make setup"
+        users = [args for ins, args in stage if ins == "USER"]
         assert users[-1:] == ["${UID}:${GID}"], f"{target} must end as the host user's ids"
 
 
