@@ -20,19 +20,14 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 from nbval.plugin import IPyNbFile
 
-ROOT = Path(__file__).resolve().parents[2]
-CHAPTERS = sorted(p.parent.name for p in (ROOT / "solutions").glob("*/*.ipynb")
-                  if p.stem == p.parent.name)
+from grader import course
+
 # every solution notebook again (test_nccl_path.py), commlab believing four GPUs exist
 PRETEND_GPUS = {"COMMLAB_PRETEND_GPUS": "4"}
-
-
-
 
 
 @contextmanager
@@ -49,14 +44,12 @@ def _environment(values: dict[str, str]):
                 os.environ[name] = value
 
 
-class NotebookInAnEnvironment(IPyNbFile):
-    """A notebook under strict nbval (the suite's own options), its kernel started with
-    ``environment`` set: the kernel's process keeps it, this one does not."""
-
-    environment: dict[str, str] = {}
+class NotebookOnTheNcclBranch(IPyNbFile):
+    """A solution notebook under strict nbval (the suite's own options), its kernel started with
+    ``COMMLAB_PRETEND_GPUS``: the kernel's process keeps it, this one does not."""
 
     def setup(self):
-        with _environment(self.environment):
+        with _environment(PRETEND_GPUS):
             super().setup()
 
     def collect(self):
@@ -66,15 +59,13 @@ class NotebookInAnEnvironment(IPyNbFile):
 
 
 class NotebooksOnTheNcclBranch(pytest.File):
-    """test_nccl_path.py's items: every solution notebook, under ``COMMLAB_PRETEND_GPUS``."""
+    """test_nccl_path.py's items: every chapter's solution notebook, on the NCCL branch."""
 
     def collect(self):
-        for chapter in CHAPTERS:
-            notebook = NotebookInAnEnvironment.from_parent(
-                self, path=ROOT / "solutions" / chapter / f"{chapter}.ipynb", name=chapter,
+        for chapter in course.chapters():
+            yield NotebookOnTheNcclBranch.from_parent(
+                self, path=course.SOLUTIONS / chapter / f"{chapter}.ipynb", name=chapter,
                 nodeid=f"{self.nodeid}::{chapter}")
-            notebook.environment = PRETEND_GPUS
-            yield notebook
 
 
 def pytest_collect_file(file_path, parent):
