@@ -119,6 +119,10 @@ ARG UID=1000
 ARG GID=100
 RUN sh /tmp/install/image_user.sh "${UID}" "${GID}"
 COPY --chown=${UID}:${GID} . .
+# make's stamp made newer than the files just copied, whatever times the copy gave them: the
+# set-up above was made from these very files (a change to them rebuilds it), and a stamp older
+# than them would have `make grade` install again, without a network, when the layer was cached
+RUN touch "${VENV}/.installed"
 USER ${UID}:${GID}
 # COMMLAB_INSTRUCTOR_IMAGE: the grader's advice where namespaces are not allowed speaks of
 # this image as the one you are in (grader/sandboxed/namespaces.py)

@@ -250,6 +250,14 @@ def _grade(images, folder: Path, ids=None, rename=None, label="") -> dict[str, d
 
 
 def test_instructor_image_grades_a_small_class(course_images, tmp_path):
+    # its make setup is done: a stamp older than the course's files (a cached set-up layer under
+    # a newer copy) would have make grade install again, without a network
+    done = course_images.engine.run(
+        "run", "--rm", "--network", "none", course_images.instructor, "sh", "-c",
+        "for f in requirements.txt requirements-dev.txt pyproject.toml "
+        "helpers/scripts/install_requirements.sh; do [ $f -ot /opt/venv/.installed ] || "
+        "{ echo $f is newer than the stamp; exit 1; }; done", check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
     _small_class(tmp_path, {"alice": "correct", "bob": "untouched"})
     rows = _grade(course_images, tmp_path)
     assert (rows["alice"]["status"], float(rows["alice"]["score"])) == ("graded", 4.0)
