@@ -11,6 +11,14 @@ import torch
 import torch.distributed as dist
 
 import commlab
+from grader import course
+from support.nccl_branch import (
+    beyond_the_plain_calls,
+    chapter_code,
+    chapters_beyond_the_plain_calls,
+    every_plain_call,
+    plain_calls,
+)
 
 SLOW = 1.0  # seconds the slow rank takes after its group is built, before it is done building
 
@@ -118,3 +126,71 @@ def test_the_nccl_branch_without_cuda_puts_every_rank_on_the_cpu(four_pretended_
 
 def test_more_ranks_than_pretended_gpus_stay_on_gloo(four_pretended_gpus):
     assert commlab.run(_sum_on_cpu, 5).backend == "gloo"
+
+
+# --- the chapters' plain calls, the same on both branches ----------------------------------------
+# (the chapters that use more of torch.distributed run end to end on the NCCL branch:
+# tests/course/test_nccl_path.py; support/nccl_branch.py tells the two kinds apart)
+
+def _each_plain_call(rank, world_size):
+    return every_plain_call(rank, world_size)
+
+
+@pytest.fixture(scope="module")
+def on_both_branches():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has real GPUs")
+    gloo = commlab.run(_each_plain_call, 4, timeout=60)
+    os.environ["COMMLAB_PRETEND_GPUS"] = "4"
+    try:
+        nccl = commlab.run(_each_plain_call, 4, timeout=60)
+    finally:
+        del os.environ["COMMLAB_PRETEND_GPUS"]
+    return gloo, nccl
+
+
+def test_each_plain_call_of_the_chapters_gives_every_rank_the_same_on_both_branches(
+        on_both_branches):
+    gloo, nccl = on_both_branches
+    assert (gloo.backend, nccl.backend) == ("gloo", "nccl")
+    for rank, (on_gloo, on_nccl) in enumerate(zip(gloo.returns, nccl.returns)):
+        differ = sorted(name for name in on_gloo if on_gloo[name] != on_nccl.get(name))
+        assert differ == [], f"rank {rank}: {differ} differ between the branches"
+    assert (gloo.stdout, gloo.warnings) == (nccl.stdout, nccl.warnings)
+    # and the trace the pictures are drawn from says the same of every call
+    assert _what_moved(gloo.trace) == _what_moved(nccl.trace)
+
+
+def _what_moved(trace):
+    fields = ("op", "index", "root", "reduce_op", "group_ranks", "sent_to", "received_from",
+              "split_sizes", "async_op", "error")
+    return [[tuple(getattr(call, f) for f in fields) for call in calls] for calls in trace]
+
+
+def test_the_run_makes_every_call_it_names_with_what_torch_gives(on_both_branches):
+    gloo, _ = on_both_branches
+    made = {name.split()[0] for name in gloo.returns[0]}
+    assert made == plain_calls() - {"group"}  # dist.group.WORLD: an argument, not a call
+    # a few values worked out by hand, so that two wrong branches cannot agree on nothing
+    assert gloo.returns[0]["all_reduce SUM"] == [60.0, 64.0, 68.0, 72.0]
+    assert gloo.returns[1]["send"] == [0.0, 0.0] and gloo.returns[0]["recv"] == [3.0, 3.0]
+    assert gloo.returns[2]["batch_isend_irecv"] == [11.0, 11.0]
+    assert gloo.returns[0]["all_to_all"] == [[0.0], [10.0], [20.0], [30.0]]
+
+
+@pytest.mark.parametrize("source, beyond", [
+    ("dist.all_reduce(t, op=dist.ReduceOp.MAX)\nwork = dist.isend(t, 1)", set()),
+    ("group = dist.new_group([0, 1])\ndist.all_reduce(t, group=group)", {"new_group"}),
+    ("print(dist.get_backend())", {"get_backend"}),
+    ("from torch.distributed.tensor import DTensor", {"torch.distributed.tensor"}),
+    ("import torch.distributed.checkpoint as dcp", {"torch.distributed.checkpoint"}),
+])
+def test_code_beyond_the_plain_calls_is_told_apart(source, beyond):
+    assert beyond_the_plain_calls(source) == beyond
+
+
+def test_a_chapter_that_builds_its_own_groups_runs_end_to_end_on_the_nccl_branch():
+    chosen = chapters_beyond_the_plain_calls()
+    for chapter in course.chapters():
+        assert (chapter in chosen) == bool(beyond_the_plain_calls(chapter_code(chapter)))
+    assert "11_process_groups" in chosen and "01_broadcast" not in chosen

@@ -25,8 +25,9 @@ import pytest
 from nbval.plugin import IPyNbFile
 
 from grader import course
+from support.nccl_branch import chapters_beyond_the_plain_calls
 
-# every solution notebook again (test_nccl_path.py), commlab believing four GPUs exist
+# the solution notebooks again (test_nccl_path.py), commlab believing four GPUs exist
 PRETEND_GPUS = {"COMMLAB_PRETEND_GPUS": "4"}
 
 
@@ -59,10 +60,12 @@ class NotebookOnTheNcclBranch(IPyNbFile):
 
 
 class NotebooksOnTheNcclBranch(pytest.File):
-    """test_nccl_path.py's items: every chapter's solution notebook, on the NCCL branch."""
+    """test_nccl_path.py's items: the solution notebook of each chapter that uses more of
+    torch.distributed than the plain calls tests/commlab/test_backend.py makes on both branches
+    (support/nccl_branch.py), on the NCCL branch."""
 
     def collect(self):
-        for chapter in course.chapters():
+        for chapter in chapters_beyond_the_plain_calls():
             yield NotebookOnTheNcclBranch.from_parent(
                 self, path=course.SOLUTIONS / chapter / f"{chapter}.ipynb", name=chapter,
                 nodeid=f"{self.nodeid}::{chapter}")
