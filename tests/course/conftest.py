@@ -4,7 +4,8 @@ helpers/ that are not the commlab package.
 
 The modules below are tested here or elsewhere (tests/test_layout.py reads these lines)."""
 
-# helpers/scripts/check_notebook.py: tested through test_make_check.py (make check)
+# helpers/scripts/check_notebook.py: tested through test_make_check.py and test_one_verdict.py
+#   (make check)
 # helpers/scripts/student_edition.py: tested through test_student_edition.py (make
 #   student-edition)
 # helpers/scripts/workspace.py: tested through test_workspace.py (make lab's work/ folder)

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
-from support.course_copy import ROOT, VENV, make
+from support.course_copy import ROOT, make
 
 CHAPTER = "00_launching_ranks"  # two exercises, and the fastest chapter to run
 
@@ -59,18 +58,6 @@ def test_check_reports_the_passing_and_the_failing_exercise(tmp_path):
     assert done.returncode == 2 and "check] Error 1" in done.stderr
 
 
-def test_check_exits_0_when_every_visible_test_passes(tmp_path):
-    # chapter 01: chapter 00's join_group test can print gloo's connection errors under load
-    chapter = "01_broadcast"
-    _students_work(tmp_path / "work", chapter,
-                   answered=["01-my-broadcast", "01-share-initial-weights"])
-    done = subprocess.run([str(VENV / "bin" / "python"), "helpers/scripts/check_notebook.py",
-                           str(tmp_path / "work"), chapter],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 of 2 visible tests pass (4 of 4 points)" in done.stdout
-
-
 def test_check_names_the_chapters_when_it_cannot_tell_which_one(tmp_path):
     _students_work(tmp_path / "work", CHAPTER, answered=[])
     done = make("check", "CHAPTER=01", f"WORK={tmp_path / 'work'}")
@@ -78,30 +65,6 @@ def test_check_names_the_chapters_when_it_cannot_tell_which_one(tmp_path):
     assert f"Which chapter is '01'? Use one of: {CHAPTER}" in done.stdout + done.stderr
 
 
-# Whether an answer may lean on other cells, and the same verdict as Validate and the grade:
-# tests/course/test_one_verdict.py.
-
-
-def test_a_failing_test_shows_its_message_not_the_checks_source(tmp_path):
-    # the right weights, sent with send/recv instead of the broadcast the exercise asks for
-    wrong = ("def share_initial_weights(model_state, src=0):\n"
-             "    for tensor in model_state.values():\n"
-             "        if dist.get_rank() == src:\n"
-             "            for rank in range(dist.get_world_size()):\n"
-             "                if rank != src:\n"
-             "                    dist.send(tensor, rank)\n"
-             "        else:\n"
-             "            dist.recv(tensor, src)\n")
-    chapter = "01_broadcast"
-    _students_work(tmp_path / "work", chapter, answered=["01-my-broadcast"],
-                   wrong={"01-share-initial-weights": wrong})
-    done = subprocess.run([str(VENV / "bin" / "python"), "helpers/scripts/check_notebook.py",
-                           str(tmp_path / "work"), chapter],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    lines = done.stdout.splitlines()
-    failing = next(i for i, line in enumerate(lines) if line.startswith("  FAIL  "))
-    assert lines[failing].startswith("  FAIL  01-share-initial-weights-test"), done.stdout
-    assert lines[failing + 1] == (
-        "        CheckFailed: On rank 0 (world_size=4, src=0, sizes=(4, 3)), your code should "
-        "call dist.broadcast, but it made: send."), done.stdout
-    assert "checks.py" not in done.stdout and "raise CheckFailed" not in done.stdout
+# Whether an answer may lean on other cells, the same verdict as Validate and the grade, the
+# status and the summary line when every test passes, and a failing test's message without the
+# checks' source: tests/course/test_one_verdict.py (chapter 01, five students' notebooks).

@@ -74,6 +74,15 @@ def _students() -> dict[str, tuple[object, dict[str, bool]]]:
                             "    share_initial_weights(state, src=1)\n"
                             "    return state['w']\n\n"
                             "print(commlab.run(try_it, 2).returns)\n")
+    # the right weights, sent with send/recv instead of the broadcast the exercise asks for
+    sends_instead = ("def share_initial_weights(model_state, src=0):\n"
+                     "    for tensor in model_state.values():\n"
+                     "        if dist.get_rank() == src:\n"
+                     "            for rank in range(dist.get_world_size()):\n"
+                     "                if rank != src:\n"
+                     "                    dist.send(tensor, rank)\n"
+                     "        else:\n"
+                     "            dist.recv(tensor, src)\n")
     broken = _solution(FIRST).replace("dist.get_world_size()", "dist.get_world_size(")
     calls_broadcast_all = ("def share_initial_weights(model_state, src=0):\n"
                            "    broadcast_all(model_state, src)\n")
@@ -102,10 +111,11 @@ def _students() -> dict[str, tuple[object, dict[str, bool]]]:
         "syntax_error_and_out_of_order": (
             _notebook(broken, calls_broadcast_all, [("after", SECOND, broadcast_all)]),
             {TESTS[0]: False, TESTS[1]: True}),
-        # a helper defined only below the test that needs it
-        "helper_below_test": (
-            _notebook(CALLS_HELPER, right, [("after", TESTS[0], HELPER)]),
-            {TESTS[0]: False, TESTS[1]: True}),
+        # a helper defined only below the test that needs it; the right weights sent without
+        # the collective the exercise asks for
+        "helper_below_test_and_sends": (
+            _notebook(CALLS_HELPER, sends_instead, [("after", TESTS[0], HELPER)]),
+            {TESTS[0]: False, TESTS[1]: False}),
     }
 
 
@@ -139,7 +149,12 @@ def _check(work: Path) -> tuple[dict[str, bool], str]:
         if found:
             verdicts[found.group(2)] = found.group(1) == "PASS"
     assert set(verdicts) == set(TESTS), done.stdout + done.stderr
-    assert (done.returncode == 0) == all(verdicts.values()), done.stdout
+    # make stops with status 2 whenever a command fails; the check's own status is 1
+    assert done.returncode == (0 if all(verdicts.values()) else 2), done.stdout + done.stderr
+    passed = sum(verdicts.values())
+    assert f"{passed} of {len(TESTS)} visible tests pass" in done.stdout, done.stdout
+    # a failing test shows its message, never the source of the checks that raised it
+    assert "raise CheckFailed" not in done.stdout, done.stdout
     return verdicts, done.stdout
 
 
@@ -212,3 +227,18 @@ def test_what_went_wrong_in_an_answer_is_named_by_all_three(handed_in, student, 
     assert words in handed_in.checked[student][1]
     assert words in handed_in.validated[student][1]
     assert words in handed_in.feedback[student]
+
+
+def test_a_failed_expectation_is_its_message_alone_in_make_check_and_the_feedback(handed_in):
+    lines = handed_in.checked["helper_below_test_and_sends"][1].splitlines()
+    failing = next(i for i, line in enumerate(lines)
+                   if line.startswith(f"  FAIL  {TESTS[1]} "))
+    said = lines[failing + 1:next(i for i in range(failing + 1, len(lines))
+                                  if not lines[i].startswith("      "))]
+    assert said == [
+        "        CheckFailed: On rank 0 (world_size=4, src=0, sizes=(4, 3)), your code should "
+        "call dist.broadcast, but it made: send.", "        (this test cell, line 7)"], \
+        "\n".join(lines)
+    # the graded feedback says the same (Validate shows the start of that line)
+    assert "your code should call dist.broadcast, but it made: send" in \
+        handed_in.feedback["helper_below_test_and_sends"]
