@@ -94,14 +94,18 @@ def test_a_chapters_test_helpers_only_define(name):
 def test_validate_passes_a_solution_and_fails_when_a_test_cell_fails(tmp_path):
     # every solution's test cells also run under nbval (any error or stderr fails it there), and
     # every chapter's stubs against its test cells in tests/chapters/test_exercise_feedback.py;
-    # this checks that the instructor's validate command tells a pass from a failure, both ways
-    name = CHAPTERS[0]
+    # this checks that the instructor's validate command tells a pass from a failure, both ways,
+    # on a chapter that runs in a few seconds (chapter 00 spawns processes that import torch)
+    name = "05_reduce"
     solution = ROOT / "solutions" / name / f"{name}.ipynb"
     assert course.validate(solution) == []
     broken = json.loads(solution.read_text())
     answer = next(c for c in broken["cells"]
                   if c["metadata"].get("nbgrader", {}).get("solution"))
-    answer["source"] = "".join(answer["source"]).replace("return", "return None and ", 1)
+    # dst keeps its own tensor: every send arrives, nothing is combined
+    combining = "tensor.copy_(combine(tensor, incoming))"
+    assert combining in "".join(answer["source"])
+    answer["source"] = "".join(answer["source"]).replace(combining, "pass")
     (tmp_path / f"{name}.ipynb").write_text(json.dumps(broken))
     problems = course.validate(tmp_path / f"{name}.ipynb")
     assert problems and all("test cell failed" in p for p in problems)
