@@ -13,11 +13,11 @@ import torch.distributed as dist
 import commlab
 from grader import course
 from support.nccl_branch import (
+    PLAIN_CALLS,
     beyond_the_plain_calls,
     chapter_code,
     chapters_beyond_the_plain_calls,
     every_plain_call,
-    plain_calls,
 )
 
 SLOW = 1.0  # seconds the slow rank takes after its group is built, before it is done building
@@ -132,20 +132,14 @@ def test_more_ranks_than_pretended_gpus_stay_on_gloo(four_pretended_gpus):
 # (the chapters that use more of torch.distributed run end to end on the NCCL branch:
 # tests/course/test_nccl_path.py; support/nccl_branch.py tells the two kinds apart)
 
-def _each_plain_call(rank, world_size):
-    return every_plain_call(rank, world_size)
-
-
 @pytest.fixture(scope="module")
 def on_both_branches():
     if torch.cuda.is_available():
         pytest.skip("this machine has real GPUs")
-    gloo = commlab.run(_each_plain_call, 4, timeout=60)
-    os.environ["COMMLAB_PRETEND_GPUS"] = "4"
-    try:
-        nccl = commlab.run(_each_plain_call, 4, timeout=60)
-    finally:
-        del os.environ["COMMLAB_PRETEND_GPUS"]
+    gloo = commlab.run(every_plain_call, 4, timeout=60)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COMMLAB_PRETEND_GPUS", "4")
+        nccl = commlab.run(every_plain_call, 4, timeout=60)
     return gloo, nccl
 
 
@@ -170,7 +164,7 @@ def _what_moved(trace):
 def test_the_run_makes_every_call_it_names_with_what_torch_gives(on_both_branches):
     gloo, _ = on_both_branches
     made = {name.split()[0] for name in gloo.returns[0]}
-    assert made == plain_calls() - {"group"}  # dist.group.WORLD: an argument, not a call
+    assert made == PLAIN_CALLS - {"group"}  # dist.group.WORLD: an argument, not a call
     # a few values worked out by hand, so that two wrong branches cannot agree on nothing
     assert gloo.returns[0]["all_reduce SUM"] == [60.0, 64.0, 68.0, 72.0]
     assert gloo.returns[1]["send"] == [0.0, 0.0] and gloo.returns[0]["recv"] == [3.0, 3.0]

@@ -13,13 +13,13 @@ in the chapters' code, so a chapter that starts using more is run there without 
 
 from __future__ import annotations
 
-import json
 import re
 
 import torch
 import torch.distributed as dist
 
 from grader import course
+from support.chapter_kernel import code_cells
 
 # dist.<name> as the chapters call it, and torch.distributed's submodules as they import them
 _DIST_NAME = re.compile(r"\bdist\.([A-Za-z_]\w*)")
@@ -130,29 +130,28 @@ def every_plain_call(rank: int, world_size: int) -> dict[str, object]:
     return done
 
 
-def plain_calls() -> set[str]:
-    """The names :func:`every_plain_call` makes (ask a run for the variants)."""
-    return {"get_rank", "get_world_size", "is_initialized", "get_global_rank",
-            "get_process_group_ranks", "_compute_bucket_assignment_by_size", "P2POp",
-            "ReduceOp", "send", "recv", "isend", "irecv", "batch_isend_irecv", "all_reduce",
-            "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "all_gather_single",
-            "gather", "scatter", "reduce_scatter", "reduce_scatter_tensor",
-            "reduce_scatter_single", "all_to_all", "all_to_all_single", "barrier", "group"}
+# The names every_plain_call makes (a run of it shows the variants); dist.group.WORLD is an
+# argument, not a call
+PLAIN_CALLS = frozenset({
+    "get_rank", "get_world_size", "is_initialized", "get_global_rank", "get_process_group_ranks",
+    "_compute_bucket_assignment_by_size", "P2POp", "ReduceOp", "send", "recv", "isend", "irecv",
+    "batch_isend_irecv", "all_reduce", "broadcast", "reduce", "all_gather",
+    "all_gather_into_tensor", "all_gather_single", "gather", "scatter", "reduce_scatter",
+    "reduce_scatter_tensor", "reduce_scatter_single", "all_to_all", "all_to_all_single",
+    "barrier", "group"})
 
 
 def beyond_the_plain_calls(source: str) -> set[str]:
-    """What ``source`` uses of torch.distributed besides :func:`plain_calls`: other ``dist.``
+    """What ``source`` uses of torch.distributed besides :data:`PLAIN_CALLS`: other ``dist.``
     names, and any submodule (``torch.distributed.tensor``, ``.fsdp``, ...)."""
-    names = set(_DIST_NAME.findall(source)) - plain_calls()
+    names = set(_DIST_NAME.findall(source)) - PLAIN_CALLS
     return names | {f"torch.distributed.{m}" for m in _SUBMODULE.findall(source)}
 
 
 def chapter_code(chapter: str) -> str:
     """The code a chapter runs: its solution notebook's code cells and its checks.py."""
-    folder = course.SOLUTIONS / chapter
-    cells = json.loads((folder / f"{chapter}.ipynb").read_text())["cells"]
-    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-    checks = folder / "checks.py"
+    code = ["".join(cell["source"]) for cell in code_cells(chapter)]
+    checks = course.SOLUTIONS / chapter / "checks.py"
     return "\n".join(code + ([checks.read_text()] if checks.exists() else []))
 
 
