@@ -205,6 +205,7 @@ def test_a_forkserver_with_more_than_a_gigabyte_keeps_it_in_small_pages(held):
     # moving memory into huge pages copies it, and a kernel's forkserver shares the kernel's
     script = textwrap.dedent(f"""
         import ctypes
+        import torch  # loaded before it, as in the forkserver (commlab.processes.PRELOAD)
         asked = []
         class Library:
             def __init__(self, *args, **kwargs):

@@ -225,6 +225,13 @@ import os, sys
 if any("ipykernel_launcher" in arg for arg in sys.orig_argv):
     os.environ["COMMLAB_WORKER"] = "1"  # commlab.run then refuses to start ranks
 '''
+# ... or reports, as the grader's own process ends, whether it ever imported torch
+REPORTS_TORCH_IN_THE_GRADER = '''\
+import atexit, sys
+if sys.orig_argv[1:3] == ["-m", "grader"]:
+    atexit.register(lambda: print("the grader's process imported torch:",
+                                  "torch" in sys.modules, file=sys.stderr))
+'''
 
 
 def _grade_with(tmp_path: Path, short_root: Path, site: str, students: list[str],
@@ -267,6 +274,16 @@ def test_a_failed_warm_up_is_reported(tmp_path, short_root):
     assert done.returncode == 1
     assert "could not run a function on two ranks" in done.stderr, done.stderr
     assert "commlab.run was called inside a rank" in done.stderr
+
+
+@pytest.mark.slow
+def test_the_graders_own_process_grades_without_importing_torch(tmp_path, short_root):
+    # it reads notebooks with the grading rule (commlab.cells) and decides with nbgrader: torch
+    # is for the scoring kernel and the ranks, and its import is 2 s of every `make grade`
+    done = _grade_with(tmp_path, short_root, REPORTS_TORCH_IN_THE_GRADER, ["ann"])
+    assert done.returncode == 0, done.stderr
+    assert read_grades(tmp_path / "out")["ann"]["score"] == "2"
+    assert "the grader's process imported torch: False" in done.stderr, done.stderr
 
 
 def test_out_and_the_gradebook_folder_must_be_writable_before_anything_is_graded(tmp_path,
