@@ -21,7 +21,6 @@ from grader import cli, intake
 from grader.trusted import gradebook
 from grader.trusted.verdict import Outcome, Status
 from support.class_factory import correct, release
-from support.grading import graded_class
 
 CHAPTER = "01_broadcast"
 CHAPTERS = [CHAPTER, "02_scatter"]
@@ -33,8 +32,10 @@ def _rows(path: Path) -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def canvas_class(tmp_path_factory):
-    """A Canvas download of chapter 01 (one correct, one unanswered), graded with Canvas's
-    gradebook export as the roster (a third student handed nothing in)."""
+    """A Canvas download of chapter 01 (one correct, one unanswered) read with Canvas's gradebook
+    export as the roster (a third student handed nothing in), and an OUT as grading writes it
+    for them. The export reads OUT alone; a Canvas download graded for real and its export read
+    back by Canvas's importer's rules: tests/grader/intake/test_lms_names.py."""
     import nbformat
 
     folder = tmp_path_factory.mktemp("canvas")
@@ -47,9 +48,11 @@ def canvas_class(tmp_path_factory):
         '"Smith, Jane",1234,S-1,jsmith,Section A\n'
         '"Lee, Bo",2001,S-2,blee,Section A\n'
         '"Wong, Amy",3001,S-3,awong,Section B\n')
-    graded_class(folder / "download", folder / "out", jobs=1, db=folder / "gradebook.db",
-                 roster=folder / "roster.csv")
-    return folder / "out"
+    found = intake.collect(folder / "download", folder / "scratch", CHAPTERS,
+                           roster=folder / "roster.csv")
+    # the scores grading gives the correct notebook and the unanswered one
+    return _graded(folder, found, {"smithjane_1234": {CHAPTER: 4.0},
+                                   "leebo_2001": {CHAPTER: 0.0}}, chapters=[CHAPTER])
 
 
 @pytest.mark.slow
@@ -72,14 +75,16 @@ def test_a_student_who_handed_nothing_in_can_get_a_zero(canvas_class, tmp_path):
     assert amy[-1] == "0"
 
 
-def _graded(tmp_path: Path, found: intake.Intake, scores: dict[str, dict[str, float]]) -> Path:
-    """An OUT as grading writes it, for ``found``'s students with these scores."""
+def _graded(tmp_path: Path, found: intake.Intake, scores: dict[str, dict[str, float]],
+            chapters: list[str] = CHAPTERS) -> Path:
+    """An OUT as grading writes it, for ``found``'s students with these scores (and a missing
+    submission of each of ``chapters`` for the others on the roster)."""
     outcomes = [Outcome(student, chapter, score, 4.0, Status.GRADED)
                 for student, per_chapter in scores.items()
                 for chapter, score in per_chapter.items()]
     outcomes += [Outcome(student, chapter, 0.0, 4.0, Status.MISSING)
                  for student in found.roster or [] if student not in scores
-                 for chapter in CHAPTERS]
+                 for chapter in chapters]
     gradebook.write_sheets(tmp_path / "out", outcomes, [], students=found.identities)
     return tmp_path / "out"
 
