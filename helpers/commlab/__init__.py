@@ -53,6 +53,11 @@ def __getattr__(name):
     raise AttributeError(f"module 'commlab' has no attribute {name!r}")
 
 
+def __dir__():
+    # what a notebook's completion offers after ``commlab.``: the names not yet loaded too
+    return sorted(set(globals()) | set(_LAZY))
+
+
 __all__ = [
     "Call",
     "CollectiveTimeout",

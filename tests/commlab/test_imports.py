@@ -104,3 +104,14 @@ def test_commlab_modules_import_each_other_without_a_circle():
 def test_the_circle_finder_finds_a_circle():
     assert _circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _circle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_every_public_name_is_listed_and_found_before_anything_loads_it():
+    # outside a kernel the launcher and the pictures load on first use (commlab.__getattr__):
+    # still listed, so that completion after ``commlab.`` offers them, and found when asked
+    code = ("import sys, commlab\n"
+            "print('torch' in sys.modules, sorted(set(commlab.__all__) - set(dir(commlab))))\n"
+            "print(sorted(n for n in commlab.__all__ if getattr(commlab, n, None) is None))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.splitlines() == ["False []", "[]"], done.stderr
