@@ -55,7 +55,6 @@ def canvas_class(tmp_path_factory):
                                    "leebo_2001": {CHAPTER: 0.0}}, chapters=[CHAPTER])
 
 
-@pytest.mark.slow
 def test_canvas_import_file_from_a_graded_canvas_download(canvas_class, capsys):
     assert cli.main(["export", "--lms", "canvas", str(canvas_class)]) == 0
     rows = _rows(canvas_class / "canvas-grades.csv")
@@ -67,7 +66,6 @@ def test_canvas_import_file_from_a_graded_canvas_download(canvas_class, capsys):
     assert "warning" not in capsys.readouterr().err
 
 
-@pytest.mark.slow
 def test_a_student_who_handed_nothing_in_can_get_a_zero(canvas_class, tmp_path):
     assert cli.main(["export", "--lms", "canvas", str(canvas_class), "--missing", "zero",
                      "--to", str(tmp_path / "zeros.csv")]) == 0
