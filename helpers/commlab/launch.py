@@ -169,10 +169,31 @@ def start_ahead_after_this_cell() -> None:
     def after_the_cell(*_: Any) -> None:
         shell.events.unregister("post_run_cell", after_the_cell)
         if _elsewhere is None:
+            _end_helpers_before_the_kernel(shell.kernel)
             processes.fork_forkserver_from_here(DEFAULT_WORLD_SIZE)
             processes.start_ahead(DEFAULT_WORLD_SIZE)
 
     shell.events.register("post_run_cell", after_the_cell)
+
+
+def _end_helpers_before_the_kernel(kernel: Any) -> None:
+    """Have the kernel end the ranks and the forkserver (:func:`processes.end_helpers`) when it
+    is asked to shut down or restart, before ipykernel ends its children: so that it stops in
+    about a second and runs its exit handlers, rather than being killed 2.5 s later. Its
+    ``do_shutdown`` is the step ipykernel runs first (its subclasses' hook)."""
+    given = kernel.do_shutdown
+    if getattr(given, "ends_commlab_helpers", False):
+        return  # the module imported again
+
+    def do_shutdown(restart: bool) -> Any:
+        try:
+            processes.end_helpers()
+        except Exception:  # noqa: BLE001 - the shutdown goes on: ipykernel ends what is left
+            pass
+        return given(restart)
+
+    do_shutdown.ends_commlab_helpers = True  # type: ignore[attr-defined]
+    kernel.do_shutdown = do_shutdown
 
 
 def _kernel_shell() -> Any:

@@ -24,6 +24,7 @@ import pickle
 import signal
 import tempfile
 import threading
+import time
 from multiprocessing import spawn
 from typing import Any
 
@@ -390,6 +391,57 @@ def ranks_started_ahead(timeout: float | None = None) -> list[int]:
 def close_ranks_started_ahead() -> None:
     """End the ranks waiting for a next run (it starts its own; see :func:`start_ahead`)."""
     _standby.close()
+
+
+def end_helpers(timeout: float = 1.0) -> None:
+    """End what this process started to serve its runs, and wait for it (``timeout`` seconds at
+    most): the ranks waiting for a next run, those still stopping, the forkserver and
+    multiprocessing's resource tracker.
+
+    For a Jupyter kernel asked to shut down (:func:`commlab.launch.start_ahead_after_this_cell`
+    calls this first): ipykernel then ends every child in its process group and waits while
+    any is listed. Left to it, the forkserver, which nothing waits for, stays listed as a
+    zombie, and the resource tracker ignores its SIGTERM; the kernel was still waiting when
+    Jupyter killed it 2.5 s later, its exit handlers unrun and multiprocessing's temporary
+    folder left behind. Whatever is not over in time is left to ipykernel, and reaped when it
+    ends.
+    """
+    from multiprocessing import forkserver, resource_tracker
+
+    close_ranks_started_ahead()
+    deadline = time.monotonic() + timeout
+    wait_stopped(timeout)
+    server, tracker = forkserver._forkserver, resource_tracker._resource_tracker
+    reapers = []
+    with server._lock:
+        # every rank holds the pipe too: the server ends once they and this end are closed
+        reapers.append(_close_and_reap(server._forkserver_alive_fd, server._forkserver_pid))
+        server._forkserver_alive_fd = server._forkserver_pid = None
+        server._forkserver_address = None
+    with tracker._lock:
+        reapers.append(_close_and_reap(tracker._fd, tracker._pid))
+        tracker._fd = tracker._pid = None
+    for reaper in reapers:
+        if reaper is not None:
+            reaper.join(max(deadline - time.monotonic(), 0.0))
+
+
+def _close_and_reap(fd: int | None, pid: int | None) -> threading.Thread | None:
+    """Close ``fd``, the pipe whose end ends process ``pid``, and reap ``pid`` in a thread of its
+    own whenever it ends (the thread, to join)."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    if pid is None:
+        return None
+
+    def reap() -> None:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+    reaper = threading.Thread(target=reap, name="commlab-reap", daemon=True)
+    reaper.start()
+    return reaper
 
 
 def release(ranks: list[RankProcess], wait: bool) -> None:

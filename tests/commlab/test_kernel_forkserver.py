@@ -157,6 +157,32 @@ def test_the_forkserver_ends_with_its_kernel():
     assert not psutil.pid_exists(server.pid) or server.status() == psutil.STATUS_ZOMBIE
 
 
+def test_a_kernel_asked_to_shut_down_stops_by_itself_and_leaves_nothing(tmp_path):
+    # Jupyter asks, waits, then kills: given 10 s here, a kernel still waiting on its children
+    # (a forkserver never reaped, a resource tracker deaf to SIGTERM) would end by the signal
+    kernel = Kernel(env={**os.environ, "TMPDIR": str(tmp_path)})
+    kernel.manager.shutdown_wait_time = 20
+    process = kernel.manager.provisioner.process
+    try:
+        kernel.execute(IMPORT_CELL)
+        run = kernel.execute(textwrap.dedent(f"""
+            import atexit, pathlib
+            atexit.register(pathlib.Path({str(tmp_path / "exit handlers ran")!r}).touch)
+            print(commlab.run(lambda rank, world_size: rank, 4).returns)
+            print(len(commlab.processes.ranks_started_ahead(60)))
+        """), timeout=120)
+        assert run.status == "ok", run.error
+        assert run.stdout.split() == ["[0,", "1,", "2,", "3]", "4"]
+        helpers = [child.pid for child in psutil.Process(process.pid).children()]
+        assert len(helpers) >= 2  # the forkserver and the resource tracker
+    finally:
+        kernel.shutdown()
+    assert process.wait(timeout=30) == 0  # not ended by a signal
+    assert (tmp_path / "exit handlers ran").exists()
+    assert [path.name for path in tmp_path.glob("pymp-*")] == []
+    assert [pid for pid in helpers if psutil.pid_exists(pid)] == []
+
+
 def test_a_process_that_started_cuda_another_thread_or_a_running_forkserver_is_not_forked(
         monkeypatch):
     from multiprocessing import forkserver

@@ -33,8 +33,10 @@ class CellRun:
 class Kernel:
     """A real ipykernel, driven over the Jupyter messaging protocol."""
 
-    def __init__(self):
-        self.manager, self.client = start_new_kernel(kernel_name="python3")
+    def __init__(self, env: dict[str, str] | None = None):
+        """``env``: the kernel's environment, when not this process's."""
+        kwargs = {} if env is None else {"env": env}
+        self.manager, self.client = start_new_kernel(kernel_name="python3", **kwargs)
 
     @property
     def pid(self) -> int:
