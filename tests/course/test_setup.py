@@ -54,7 +54,15 @@ def _pip_installs(venv: Path) -> list[str]:
             if line.startswith("-m pip install")]
 
 
-REQUIREMENT_FILES = ["-r requirements.txt", "-r requirements-dev.txt",
+def _pip_pin() -> str:
+    """The pip that install_requirements.sh installs before anything else."""
+    script = (ROOT / "helpers" / "scripts" / "install_requirements.sh").read_text()
+    return next(line.split("=", 1)[1] for line in script.splitlines()
+                if line.startswith("PIP_PIN="))
+
+
+PIP = _pip_pin()
+REQUIREMENT_FILES = ["-r requirements.txt -r requirements-dev.txt",
                      "--no-deps --no-build-isolation -e ."]
 
 
@@ -77,7 +85,7 @@ def test_torch_cpu_takes_the_cpu_build_that_pips_own_configuration_offers(tmp_pa
     done = make("setup", f"PYTHON={_fake_python(tmp_path, '3.12')}", f"VENV={venv}",
                 "TORCH=cpu")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _pip_installs(venv) == [f"--no-deps {_torch_pin()}+cpu", *REQUIREMENT_FILES]
+    assert _pip_installs(venv) == [PIP, f"--no-deps {_torch_pin()}+cpu", *REQUIREMENT_FILES]
 
 
 def test_torch_cpu_installs_the_pinned_torch_from_the_cpu_index_where_pip_lacks_it(
@@ -87,10 +95,21 @@ def test_torch_cpu_installs_the_pinned_torch_from_the_cpu_index_where_pip_lacks_
     done = make("setup", f"PYTHON={_fake_python(tmp_path, '3.12')}", f"VENV={venv}",
                 "TORCH=cpu")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _pip_installs(venv) == [f"--no-deps {_torch_pin()}+cpu",
+    assert _pip_installs(venv) == [PIP, f"--no-deps {_torch_pin()}+cpu",
                                    f"--no-deps --index-url {CPU_INDEX} {_torch_pin()}",
                                    *REQUIREMENT_FILES]
     assert (venv / ".installed").read_text() == "cpu\n"
+
+
+def test_setup_goes_on_with_the_venvs_own_pip_where_the_pinned_one_cant_be_had(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_PIP_LACKS", PIP)  # a mirror without it
+    venv = tmp_path / "venv"
+    done = make("setup", f"PYTHON={_fake_python(tmp_path, '3.12')}", f"VENV={venv}",
+                "TORCH=cuda")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _pip_installs(venv) == [PIP, *REQUIREMENT_FILES]
+    assert f"could not install {PIP}: installing with" in done.stderr
 
 
 @pytest.mark.parametrize("asked", ["TORCH=", "TORCH=cuda"])
@@ -98,7 +117,7 @@ def test_torch_empty_or_cuda_installs_pypis_torch_through_the_requirement_files(
     venv = tmp_path / "venv"
     done = make("setup", f"PYTHON={_fake_python(tmp_path)}", f"VENV={venv}", asked)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _pip_installs(venv) == REQUIREMENT_FILES
+    assert _pip_installs(venv) == [PIP, *REQUIREMENT_FILES]
     assert (venv / ".installed").read_text() == "cuda\n"
     shown = 'TORCH=""' if asked == "TORCH=" else asked
     assert f"make: PyPI's torch (the CUDA build on Linux x86-64), as {shown} asks." in done.stderr
@@ -109,7 +128,7 @@ def test_auto_takes_the_cpu_build_without_an_nvidia_gpu_and_says_why_in_one_line
     venv = tmp_path / "venv"
     done = make("setup", f"PYTHON={_fake_python(tmp_path)}", f"VENV={venv}")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _pip_installs(venv)[0] == f"--no-deps {_torch_pin()}+cpu"
+    assert _pip_installs(venv)[:2] == [PIP, f"--no-deps {_torch_pin()}+cpu"]
     assert (venv / ".installed").read_text() == "cpu\n"
     said = [line for line in done.stderr.splitlines() if line.startswith("make: torch's")]
     assert said == ["make: torch's CPU build: TORCH=auto found no NVIDIA "
@@ -126,7 +145,7 @@ def test_auto_takes_pypis_build_where_nvidia_smi_is_found(tmp_path, monkeypatch)
     venv = tmp_path / "venv"
     done = make("check", "CHAPTER=01", f"PYTHON={_fake_python(tmp_path)}", f"VENV={venv}")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _pip_installs(venv) == REQUIREMENT_FILES
+    assert _pip_installs(venv) == [PIP, *REQUIREMENT_FILES]
     assert (venv / ".installed").read_text() == "cuda\n"
     assert "make: PyPI's torch (the CUDA build on Linux x86-64): TORCH=auto found an NVIDIA GPU " \
         "(nvidia-smi). For torch's CPU build: make clean, then make check " \
@@ -189,8 +208,8 @@ def test_make_lab_asking_for_another_build_starts_nothing_and_make_clean_switche
     switched = make("clean", "setup", f"PYTHON={python}", f"TORCH={other}", cwd=course)
     assert switched.returncode == 0, switched.stdout + switched.stderr
     assert (venv / ".installed").read_text() == f"{other}\n"
-    first = _pip_installs(venv)[0]
-    assert first.endswith("+cpu") if other == "cpu" else first == "-r requirements.txt"
+    first = _pip_installs(venv)[1]
+    assert first.endswith("+cpu") if other == "cpu" else first.startswith("-r requirements.txt")
 
 
 @pytest.mark.parametrize("version, stops", [("v12.22.9", True), ("v18.19.1", False),
