@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -72,7 +73,9 @@ def kernel():
 
 
 def _forkserver_of(kernel: Kernel) -> psutil.Process:
+    # once it has forked the first ranks, it has shed the kernel and taken its name
     run = kernel.execute("from multiprocessing import forkserver\n"
+                         "commlab.processes.ranks_started_ahead(60)\n"
                          "print(forkserver._forkserver._forkserver_pid)")
     assert run.status == "ok", run.error
     return psutil.Process(int(run.stdout))
@@ -109,6 +112,38 @@ def test_the_first_runs_ranks_import_dynamo_themselves_and_later_ones_find_it(ke
     """), timeout=120)
     assert run.status == "ok", run.error
     assert run.stdout.strip() == "[True, True, True, True] [True, True, True, True]"
+
+
+def test_a_notebook_in_a_chapter_folder_without_optimizers_gets_no_dynamo_and_is_told_if_needed(
+        tmp_path):
+    # a kernel's folder is its notebook's; 05_reduce is not among processes.DYNAMO_CHAPTERS
+    folder = tmp_path / "05_reduce"
+    folder.mkdir()
+    kernel = Kernel(cwd=str(folder))
+    try:
+        kernel.execute(IMPORT_CELL)
+        run = kernel.execute(textwrap.dedent("""
+            commlab.processes.ranks_started_ahead(60)
+            assert commlab.kernel_forkserver.preloaded(60)
+            found = commlab.run(lambda rank, world_size: "torch._dynamo" in sys.modules, 2)
+            print(found.returns)
+        """), timeout=120)
+        assert run.status == "ok", run.error
+        assert run.stdout.strip() == "[False, False]"
+        assert run.stderr == ""
+
+        def steps(rank, world_size):
+            optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=0.1)
+            optimizer.step()
+
+        cell = f"{textwrap.dedent(inspect.getsource(steps))}commlab.run(steps, 2)\nNone"
+        first, second = (kernel.execute(cell, timeout=120) for _ in range(2))
+        assert first.status == second.status == "ok", (first.error, second.error)
+        assert "imported torch._dynamo itself" in first.stderr
+        assert "05_reduce is not one of them" in first.stderr
+        assert second.stderr == ""  # said once
+    finally:
+        kernel.shutdown()
 
 
 def test_the_import_cells_first_ranks_run_without_waiting_for_the_rest_of_the_preload():
