@@ -112,6 +112,7 @@ class _Run:
         self.count = 0
         self.max_scores: dict[str, float] = {}
         self.error: str | None = None  # set when a kernel could not start: no new submission
+        self.chapters: list[str] | None = None  # those of the submissions to grade
 
     def plan(self, workdir: Path) -> namespaces.Plan | None:
         """What student code sees from ``workdir`` (None: no sandbox)."""
@@ -141,7 +142,7 @@ class _Run:
         data = None if plan is None else scoring_notebook.submission_data(
             nbformat.v4.new_notebook(), plan)["plan"]
         code = (f"__import__('grader.trusted.scoring_kernel').trusted.scoring_kernel"
-                f".warm_up({data!r})")
+                f".warm_up({data!r}, {self.chapters!r})")
         return asyncio.ensure_future(kernels.start(
             folder, lambda f: lambda argv: [*namespaces.dies_with_parent(), *argv], env,
             warm_up=code, what="the scoring kernel", before_warm_up=warm.mkdir))
@@ -301,6 +302,7 @@ async def _grade_all(run: _Run, todo: list[intake.Submission], chapters: list[st
                      seconds: dict[str, float]) -> list[Outcome]:
     began = time.perf_counter()
     workers = min(run.settings.jobs, len(todo))
+    run.chapters = sorted({sub.chapter for sub in todo})
     # the kernels warm while the template is made
     scorers = [_Scorer(run) for _ in range(workers)]
     first = [run.start_kernel() if run.settings.fresh_outputs else None for _ in scorers]

@@ -30,8 +30,10 @@ from . import evidence, stand_ins
 
 # What the forkserver imports once, so that each rank host, and every rank it forks, starts with
 # it loaded: what commlab's ranks preload, and the host's own modules.
+# torch._dynamo among them only where a chapter this kernel grades needs it (:func:`warm_up`).
 PRELOAD = [*processes.PRELOAD, "psutil", "commlab.launch", "commlab.checks", "commlab.timeline",
            "grader.sandboxed.rankhost"]
+_preload = PRELOAD
 # Seconds a rank host may take to start (fork, enter the sandbox) before grading gives up on it.
 HOST_START_LIMIT = 60.0
 # Past the run's own timeout and the ranks' start, how long to wait for the host's answer.
@@ -48,7 +50,7 @@ class RankHost:
 
     def start(self) -> None:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(PRELOAD)
+        context.set_forkserver_preload(_preload)
         processes._start_forkserver_quietly()
         ours, theirs = context.Pipe(duplex=True)
         process = context.Process(target=rankhost.serve, args=(theirs, self.plan),
@@ -133,9 +135,13 @@ def _plan(data: dict | None) -> namespaces.Plan | None:
     return namespaces.plan_from_data(data)
 
 
-def warm_up(plan: dict | None) -> None:
+def warm_up(plan: dict | None, chapters: list[str] | None = None) -> None:
     """Start the forkserver and run one function on two ranks through a rank host, as every
-    test will; raise if that does not work."""
+    test will; raise if that does not work. ``chapters``: those this kernel will grade (None:
+    any), whose ranks decide whether the forkserver preloads ``torch._dynamo``
+    (:data:`commlab.processes.DYNAMO_CHAPTERS`)."""
+    global _preload
+    _preload = preload_for(chapters)
     host = RankHost(_plan(plan))
     try:
         launch.launch_elsewhere(host.launch)
@@ -145,6 +151,13 @@ def warm_up(plan: dict | None) -> None:
     finally:
         launch.launch_elsewhere(None)
         host.stop()
+
+
+def preload_for(chapters: list[str] | None) -> list[str]:
+    """What the rank hosts' forkserver imports for grading ``chapters``."""
+    if processes.needs_dynamo(chapters):
+        return PRELOAD
+    return [name for name in PRELOAD if name != processes.DYNAMO]
 
 
 _kernel_names: set[str] | None = None  # the namespace before any submission

@@ -304,6 +304,8 @@ def _start_watch_stop_explain(spec: LaunchSpec, timeout: float, private: Private
             processes.stop(ranks)
         processes.start_ahead(spec.world_size)  # the next run's ranks, in the background
     result = _result(spec, ranks)
+    if grading is None:
+        processes.warn_if_dynamo_was_missed(ranks)
     if observer is not None:
         result.network = observer.windows()
     if all_done(ranks):

@@ -21,7 +21,9 @@ import contextlib
 import dataclasses
 import os
 import pickle
+import re
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -45,6 +47,58 @@ PRELOAD_AT_ONCE = ["torch", "torch.distributed", "torch.distributed._functional_
                    "cloudpickle", "commlab.worker"]
 PRELOAD_LATER = ["commlab.preload_dynamo", "commlab.preload_memory"]
 PRELOAD = PRELOAD_AT_ONCE + PRELOAD_LATER
+DYNAMO = "commlab.preload_dynamo"
+# The chapters whose ranks import torch._dynamo (their optimizers, some DTensor operations),
+# measured by running each solution and its hidden checks without it preloaded. A notebook in
+# the folder of another chapter has a forkserver without it: 1.5 s of CPU saved per kernel, and
+# per grading run of such chapters alone. A rank that imports it there anyway says so
+# (:func:`warn_if_dynamo_was_missed`), which a chapter's strict test run turns into a failure.
+DYNAMO_CHAPTERS = frozenset({"12_async_and_overlap", "14_tensor_parallel",
+                             "17_sharded_training"})
+_CHAPTER_FOLDER = re.compile(r"\d\d_[a-z0-9_]+")
+
+
+def needs_dynamo(chapters: list[str] | None) -> bool:
+    """Whether ranks running ``chapters``' code need ``torch._dynamo`` preloaded: unless every
+    one is a chapter known not to (None: not known, so they may)."""
+    if chapters is None:
+        return True
+    return not chapters or any(not _CHAPTER_FOLDER.fullmatch(chapter)
+                               or chapter in DYNAMO_CHAPTERS for chapter in chapters)
+
+
+def notebook_chapter() -> list[str] | None:
+    """The chapter of this process's notebook, from its working directory (a kernel's is its
+    notebook's folder: ``work/05_reduce``); None where that is no chapter's folder."""
+    name = os.path.basename(os.getcwd())
+    return [name] if _CHAPTER_FOLDER.fullmatch(name) else None
+
+
+def warn_if_dynamo_was_missed(ranks: list[RankProcess]) -> None:
+    """Say once, on this process's stderr, that a run's ranks imported ``torch._dynamo``
+    themselves in a chapter's folder whose forkserver does not preload it."""
+    global _said_dynamo_missed
+    imported = [rank.rank for rank in ranks
+                if rank.report is not None and rank.report.imported_dynamo]
+    if not imported or _said_dynamo_missed or needs_dynamo(notebook_chapter()):
+        return
+    _said_dynamo_missed = True
+    [chapter] = notebook_chapter() or ["?"]
+    print(f"commlab: rank {imported[0]} imported torch._dynamo itself (torch.optim's optimizers "
+          "and some DTensor operations need it), a second or more of its run: the forkserver "
+          f"preloads it only for the chapters in commlab.processes.DYNAMO_CHAPTERS, and "
+          f"{chapter} is not one of them. Every run that needs it imports it again.",
+          file=sys.stderr)
+
+
+_said_dynamo_missed = False
+
+
+def preload_later(chapters: list[str] | None) -> list[str]:
+    """:data:`PRELOAD_LATER`, without ``torch._dynamo`` where ``chapters`` don't need it."""
+    if needs_dynamo(chapters):
+        return PRELOAD_LATER
+    return [name for name in PRELOAD_LATER if name != DYNAMO]
 
 
 class RankProcess:
@@ -117,7 +171,7 @@ def mp_context() -> Any:
     method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     ctx = mp.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(PRELOAD)
+        ctx.set_forkserver_preload(PRELOAD_AT_ONCE + preload_later(notebook_chapter()))
         _start_forkserver_quietly()
     return ctx
 
@@ -129,9 +183,10 @@ def fork_forkserver_from_here(first_ranks: int) -> bool:
     runs, ranks are forked or spawned, or this process can't be forked now)."""
     if START_METHOD is not None or "forkserver" not in mp.get_all_start_methods():
         return False
-    mp.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    later = preload_later(notebook_chapter())
+    mp.get_context("forkserver").set_forkserver_preload(PRELOAD_AT_ONCE + later)
     _socket_folder_short_enough()
-    if not kernel_forkserver.start(PRELOAD_AT_ONCE, PRELOAD_LATER, first_ranks):
+    if not kernel_forkserver.start(PRELOAD_AT_ONCE, later, first_ranks):
         return False
     # the ranks started before it had everything, still waiting then, are started again
     kernel_forkserver.when_preloaded(lambda: _standby.renew(lambda started: started.early))

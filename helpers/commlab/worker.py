@@ -83,6 +83,8 @@ class RankReport:
     warnings: list[str] = dataclasses.field(default_factory=list)
     failure: RankFailure | None = None
     groups: list[tracing.Call] = dataclasses.field(default_factory=list)
+    # the rank imported torch._dynamo itself (see commlab.processes.DYNAMO_CHAPTERS)
+    imported_dynamo: bool = False
 
     @property
     def done(self) -> bool:
@@ -164,13 +166,16 @@ def _run_and_report(spec: LaunchSpec, rank: int, board: status.RankBoard,
                     channel: control.RankChannel, recorder: tracing.Recorder,
                     caught_warnings: list[str]) -> None:
     """Run the function, send the report, wait for the launcher's word, exit."""
+    had_dynamo = "torch._dynamo" in sys.modules
     try:
         value = _call(spec, rank, board)
         board.set_phase(status.FINISHED)
-        message = _done_message(spec, rank, value, recorder, caught_warnings)
+        message = _done_message(spec, rank, value, recorder, caught_warnings,
+                                not had_dynamo and "torch._dynamo" in sys.modules)
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the notebook
         board.set_phase(status.FAILED)
-        message = _failure_message(spec, exc, recorder, caught_warnings)
+        message = _failure_message(spec, exc, recorder, caught_warnings,
+                                   not had_dynamo and "torch._dynamo" in sys.modules)
     capture.flush()
     channel.report(message)
     channel.exit_allowed.wait()
@@ -252,17 +257,15 @@ def to_cpu(value: Any) -> Any:
 
 
 def _done_message(spec: LaunchSpec, rank: int, value: Any, recorder: tracing.Recorder,
-                  caught: list[str]) -> bytes:
+                  caught: list[str], imported_dynamo: bool) -> bytes:
     """The report of a rank that returned, encoded once; what can't be sent is refused here,
     where the error can still name the rank."""
-    value = to_cpu(value)
+    report = RankReport(to_cpu(value), recorder.calls, caught, groups=recorder.groups,
+                        imported_dynamo=imported_dynamo)
     if spec.data_reports:
-        return plain.dumps(_report_fields(RankReport(value, recorder.calls, caught,
-                                                     groups=recorder.groups)),
-                           f"what rank {rank} returned")
+        return plain.dumps(_report_fields(report), f"what rank {rank} returned")
     try:
-        return cloudpickle.dumps(RankReport(value, recorder.calls, caught,
-                                            groups=recorder.groups))
+        return cloudpickle.dumps(report)
     except Exception as exc:  # noqa: BLE001
         raise ReturnNotSendable(
             f"rank {rank} returned a {type(value).__name__} that can't be sent back to the "
@@ -271,10 +274,11 @@ def _done_message(spec: LaunchSpec, rank: int, value: Any, recorder: tracing.Rec
 
 
 def _failure_message(spec: LaunchSpec, exc: BaseException, recorder: tracing.Recorder,
-                     caught: list[str]) -> bytes:
+                     caught: list[str], imported_dynamo: bool) -> bytes:
     failure = describe_failure(exc, recorder.calls)
     for calls in (recorder.calls, []):  # a trace that can't be sent must not hide the error
-        report = RankReport(None, calls, caught, failure, recorder.groups if calls else [])
+        report = RankReport(None, calls, caught, failure, recorder.groups if calls else [],
+                            imported_dynamo)
         try:
             if spec.data_reports:
                 return plain.dumps(_report_fields(report), "the trace")
@@ -302,7 +306,8 @@ def read_report(data: bytes, data_reports: bool) -> RankReport:
             and all(isinstance(c, tracing.Call) for c in report.trace + report.groups)
             and isinstance(report.warnings, list)
             and all(isinstance(w, str) for w in report.warnings)
-            and (report.failure is None or isinstance(report.failure, RankFailure))):
+            and (report.failure is None or isinstance(report.failure, RankFailure))
+            and isinstance(report.imported_dynamo, bool)):
         raise plain.NotPlain("the rank's report is not one")
     return report
 

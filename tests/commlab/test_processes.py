@@ -12,6 +12,7 @@ import torch
 
 import commlab
 from commlab import processes
+from grader.course import SOLUTIONS
 
 
 def _modules_after_an_optimizer_step(rank, world_size):
@@ -87,3 +88,17 @@ def test_the_ranks_of_runs_that_succeeded_all_end_and_wait_stopped_waits_for_the
              and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert alive == []
     assert processes.wait_stopped(timeout=0)  # nothing left to wait for
+
+
+def test_dynamo_is_preloaded_unless_every_chapter_is_known_to_do_without_it(tmp_path,
+                                                                           monkeypatch):
+    assert processes.DYNAMO in processes.preload_later(None)  # not a chapter's notebook
+    assert processes.DYNAMO in processes.preload_later(["05_reduce", "17_sharded_training"])
+    assert processes.DYNAMO in processes.preload_later(["05_reduce", "my_notes"])
+    assert processes.DYNAMO_CHAPTERS <= {path.name for path in SOLUTIONS.iterdir()}
+    without = processes.preload_later(["01_broadcast", "05_reduce"])
+    assert processes.DYNAMO not in without and "commlab.preload_memory" in without
+    for folder, chapter in [("05_reduce", ["05_reduce"]), ("work", None)]:
+        (tmp_path / folder).mkdir()
+        monkeypatch.chdir(tmp_path / folder)
+        assert processes.notebook_chapter() == chapter

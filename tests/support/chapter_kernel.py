@@ -52,7 +52,9 @@ class ChapterKernel:
     def __init__(self, chapter: str):
         self.chapter = chapter
         self.settled = False
-        self.kernel = Kernel()
+        # in the chapter's folder, as a student's notebook is: its forkserver preloads what the
+        # chapter's ranks need (commlab.processes.DYNAMO_CHAPTERS)
+        self.kernel = Kernel(cwd=str(SOLUTIONS / chapter))
         # a failing test cell is the point here: the kernel must not drop the next request, as
         # it does for a short while after an error when asked to stop on errors
         self.kernel.client.execute = functools.partial(self.kernel.client.execute,
@@ -69,7 +71,7 @@ class ChapterKernel:
             assert ran.error is None, (self.chapter, source[:80], ran.error)
         if not self.settled:
             # A test cell comes cells after the import cell in a student's kernel, whose
-            # forkserver has by then preloaded torch._dynamo for the optimizers; here it comes
+            # forkserver has by then preloaded torch._dynamo where they need it; here it comes
             # at once, and would find the import cell's first ranks (commlab.kernel_forkserver).
             ran = self.kernel.execute("from commlab import kernel_forkserver\n"
                                       "print(kernel_forkserver.preloaded(timeout=120))",

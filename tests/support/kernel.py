@@ -33,9 +33,10 @@ class CellRun:
 class Kernel:
     """A real ipykernel, driven over the Jupyter messaging protocol."""
 
-    def __init__(self, env: dict[str, str] | None = None):
-        """``env``: the kernel's environment, when not this process's."""
-        kwargs = {} if env is None else {"env": env}
+    def __init__(self, env: dict[str, str] | None = None, cwd: str | None = None):
+        """``env``: the kernel's environment, when not this process's; ``cwd``: its working
+        directory (a notebook's folder, as Lab gives it), when not this process's."""
+        kwargs = {key: value for key, value in (("env", env), ("cwd", cwd)) if value is not None}
         self.manager, self.client = start_new_kernel(kernel_name="python3", **kwargs)
 
     @property

@@ -18,8 +18,9 @@ import psutil
 import pytest
 from nbgrader.api import Gradebook
 
+from commlab import processes
 from grader import cli, intake
-from grader.trusted import batch, scratch
+from grader.trusted import batch, scoring_kernel, scratch
 from support.bad_downloads import BAD_MEMBERS, bad_members_zip
 from support.class_factory import CHAPTER, correct, release, write
 from support.grading import read_grades
@@ -409,3 +410,11 @@ def test_the_later_chapters_are_graded_first_each_chapters_students_in_order(tmp
     assert [(s.chapter, s.student) for s in batch.longest_first(subs)] == [
         ("17_z", "ann"), ("17_z", "ben"), ("09_m", "ann"), ("09_m", "ben"), ("00_a", "ann"),
         ("00_a", "ben")]
+
+
+def test_the_rank_hosts_preload_dynamo_only_for_a_batch_with_a_chapter_that_needs_it():
+    assert processes.DYNAMO in scoring_kernel.preload_for(["01_broadcast",
+                                                           "17_sharded_training"])
+    assert processes.DYNAMO in scoring_kernel.preload_for(None)  # chapters not known
+    without = scoring_kernel.preload_for(["01_broadcast", "05_reduce"])
+    assert without == [name for name in scoring_kernel.PRELOAD if name != processes.DYNAMO]

@@ -6,13 +6,15 @@ Test cell: 00-whoami-test
 Says: does not hold the
 """
 
-from commlab import control, plain
+import dataclasses
+
+from commlab import control, plain, worker
 
 
 def whoami():
     rank, world_size = dist.get_rank(), dist.get_world_size()
-    fields = {"returned": [(99, {"rank": rank, "world_size": world_size,
-                                 "backend": dist.get_backend()}, 0, 0)],
-              "trace": [], "warnings": [], "failure": None, "groups": []}
+    report = worker.RankReport(returned=[(99, {"rank": rank, "world_size": world_size,
+                                               "backend": dist.get_backend()}, 0, 0)])
+    fields = {field.name: getattr(report, field.name) for field in dataclasses.fields(report)}
     control._channel.report(plain.dumps(fields))
     return {"rank": rank, "world_size": world_size, "backend": dist.get_backend()}
