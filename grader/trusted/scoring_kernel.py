@@ -141,7 +141,7 @@ def warm_up(plan: dict | None, chapters: list[str] | None = None) -> None:
     any), whose ranks decide whether the forkserver preloads ``torch._dynamo``
     (:data:`commlab.processes.DYNAMO_CHAPTERS`)."""
     global _preload
-    _preload = preload_for(chapters)
+    _preload = processes.for_chapters(PRELOAD, chapters)
     host = RankHost(_plan(plan))
     try:
         launch.launch_elsewhere(host.launch)
@@ -151,13 +151,6 @@ def warm_up(plan: dict | None, chapters: list[str] | None = None) -> None:
     finally:
         launch.launch_elsewhere(None)
         host.stop()
-
-
-def preload_for(chapters: list[str] | None) -> list[str]:
-    """What the rank hosts' forkserver imports for grading ``chapters``."""
-    if processes.needs_dynamo(chapters):
-        return PRELOAD
-    return [name for name in PRELOAD if name != processes.DYNAMO]
 
 
 _kernel_names: set[str] | None = None  # the namespace before any submission

@@ -45,9 +45,9 @@ from . import capture, control, kernel_forkserver, standby, status, worker
 # list once it has forked the first run's ranks, so that the first run does not wait for it.
 PRELOAD_AT_ONCE = ["torch", "torch.distributed", "torch.distributed._functional_collectives",
                    "cloudpickle", "commlab.worker"]
-PRELOAD_LATER = ["commlab.preload_dynamo", "commlab.preload_memory"]
-PRELOAD = PRELOAD_AT_ONCE + PRELOAD_LATER
 DYNAMO = "commlab.preload_dynamo"
+PRELOAD_LATER = [DYNAMO, "commlab.preload_memory"]
+PRELOAD = PRELOAD_AT_ONCE + PRELOAD_LATER
 # The chapters whose ranks import torch._dynamo (their optimizers, some DTensor operations),
 # measured by running each solution and its hidden checks without it preloaded. A notebook in
 # the folder of another chapter has a forkserver without it: 1.5 s of CPU saved per kernel, and
@@ -80,10 +80,13 @@ def warn_if_dynamo_was_missed(ranks: list[RankProcess]) -> None:
     global _said_dynamo_missed
     imported = [rank.rank for rank in ranks
                 if rank.report is not None and rank.report.imported_dynamo]
-    if not imported or _said_dynamo_missed or needs_dynamo(notebook_chapter()):
+    if not imported or _said_dynamo_missed:
+        return
+    chapters = notebook_chapter()
+    if needs_dynamo(chapters):
         return
     _said_dynamo_missed = True
-    [chapter] = notebook_chapter() or ["?"]
+    [chapter] = chapters
     print(f"commlab: rank {imported[0]} imported torch._dynamo itself (torch.optim's optimizers "
           "and some DTensor operations need it), a second or more of its run: the forkserver "
           f"preloads it only for the chapters in commlab.processes.DYNAMO_CHAPTERS, and "
@@ -94,11 +97,12 @@ def warn_if_dynamo_was_missed(ranks: list[RankProcess]) -> None:
 _said_dynamo_missed = False
 
 
-def preload_later(chapters: list[str] | None) -> list[str]:
-    """:data:`PRELOAD_LATER`, without ``torch._dynamo`` where ``chapters`` don't need it."""
+def for_chapters(preload: list[str], chapters: list[str] | None) -> list[str]:
+    """A forkserver's ``preload``, without ``torch._dynamo`` where ``chapters`` don't need it
+    (the grader's rank hosts use it too)."""
     if needs_dynamo(chapters):
-        return PRELOAD_LATER
-    return [name for name in PRELOAD_LATER if name != DYNAMO]
+        return preload
+    return [name for name in preload if name != DYNAMO]
 
 
 class RankProcess:
@@ -171,7 +175,7 @@ def mp_context() -> Any:
     method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     ctx = mp.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(PRELOAD_AT_ONCE + preload_later(notebook_chapter()))
+        ctx.set_forkserver_preload(for_chapters(PRELOAD, notebook_chapter()))
         _start_forkserver_quietly()
     return ctx
 
@@ -183,7 +187,7 @@ def fork_forkserver_from_here(first_ranks: int) -> bool:
     runs, ranks are forked or spawned, or this process can't be forked now)."""
     if START_METHOD is not None or "forkserver" not in mp.get_all_start_methods():
         return False
-    later = preload_later(notebook_chapter())
+    later = for_chapters(PRELOAD_LATER, notebook_chapter())
     mp.get_context("forkserver").set_forkserver_preload(PRELOAD_AT_ONCE + later)
     _socket_folder_short_enough()
     if not kernel_forkserver.start(PRELOAD_AT_ONCE, later, first_ranks):

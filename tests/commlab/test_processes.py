@@ -92,11 +92,12 @@ def test_the_ranks_of_runs_that_succeeded_all_end_and_wait_stopped_waits_for_the
 
 def test_dynamo_is_preloaded_unless_every_chapter_is_known_to_do_without_it(tmp_path,
                                                                            monkeypatch):
-    assert processes.DYNAMO in processes.preload_later(None)  # not a chapter's notebook
-    assert processes.DYNAMO in processes.preload_later(["05_reduce", "17_sharded_training"])
-    assert processes.DYNAMO in processes.preload_later(["05_reduce", "my_notes"])
+    later = processes.PRELOAD_LATER
+    assert processes.DYNAMO in processes.for_chapters(later, None)  # not a chapter's notebook
+    assert processes.DYNAMO in processes.for_chapters(later, ["05_reduce", "17_sharded_training"])
+    assert processes.DYNAMO in processes.for_chapters(later, ["05_reduce", "my_notes"])
     assert processes.DYNAMO_CHAPTERS <= {path.name for path in SOLUTIONS.iterdir()}
-    without = processes.preload_later(["01_broadcast", "05_reduce"])
+    without = processes.for_chapters(later, ["01_broadcast", "05_reduce"])
     assert processes.DYNAMO not in without and "commlab.preload_memory" in without
     for folder, chapter in [("05_reduce", ["05_reduce"]), ("work", None)]:
         (tmp_path / folder).mkdir()

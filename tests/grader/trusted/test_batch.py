@@ -413,8 +413,9 @@ def test_the_later_chapters_are_graded_first_each_chapters_students_in_order(tmp
 
 
 def test_the_rank_hosts_preload_dynamo_only_for_a_batch_with_a_chapter_that_needs_it():
-    assert processes.DYNAMO in scoring_kernel.preload_for(["01_broadcast",
-                                                           "17_sharded_training"])
-    assert processes.DYNAMO in scoring_kernel.preload_for(None)  # chapters not known
-    without = scoring_kernel.preload_for(["01_broadcast", "05_reduce"])
-    assert without == [name for name in scoring_kernel.PRELOAD if name != processes.DYNAMO]
+    preload = scoring_kernel.PRELOAD
+    assert processes.DYNAMO in processes.for_chapters(preload,
+                                                      ["01_broadcast", "17_sharded_training"])
+    assert processes.DYNAMO in processes.for_chapters(preload, None)  # chapters not known
+    without = processes.for_chapters(preload, ["01_broadcast", "05_reduce"])
+    assert without == [name for name in preload if name != processes.DYNAMO]
