@@ -205,9 +205,12 @@ def test_a_kernel_asked_to_shut_down_stops_by_itself_and_leaves_nothing(tmp_path
             atexit.register(pathlib.Path({str(tmp_path / "exit handlers ran")!r}).touch)
             print(commlab.run(lambda rank, world_size: rank, 4).returns)
             print(len(commlab.processes.ranks_started_ahead(60)))
+            import gc
+            print(gc.get_freeze_count() > 100_000)
         """), timeout=120)
         assert run.status == "ok", run.error
-        assert run.stdout.split() == ["[0,", "1,", "2,", "3]", "4"]
+        # torch's objects frozen once imported: a full collection, as at exit, skips them
+        assert run.stdout.split() == ["[0,", "1,", "2,", "3]", "4", "True"]
         helpers = [child.pid for child in psutil.Process(process.pid).children()]
         assert len(helpers) >= 2  # the forkserver and the resource tracker
     finally:
