@@ -228,7 +228,8 @@ def check_moe_layer(result, n_tokens, hidden, capacity, dtype, seed):
                       what=f"the gradients [weight, bias] of expert {rank} (one process's: from "
                            "the kept tokens of every rank routed to it; each output row's "
                            "gradient comes back to this rank with the reverse "
-                           "all_to_all_single)")
+                           "all_to_all_single, in which the forward's two split-size lists "
+                           "trade places)")
     for rank in range(world_size):
         where = dict(rank=rank, world_size=world_size, **case)
         words = f"On rank {rank}{checks.context_words(world_size, case)}"
@@ -249,7 +250,8 @@ def check_moe_layer(result, n_tokens, hidden, capacity, dtype, seed):
         checks.expect(gradient, expected[rank]["input_gradient"], **where,
                       what="the gradient of this rank's tokens x (one process's: through the "
                            "residual, the router and each kept token's expert, back through "
-                           "the two reverse all_to_all_single calls)")
+                           "the two reverse all_to_all_single calls, in which the forward's two "
+                           "split-size lists trade places)")
         checks.expect(got[rank]["router_gradient"], expected[rank]["router_gradient"], **where,
                       what="the router's gradient on this rank (one process's, from this "
                            "rank's tokens: through the gates)")
