@@ -23,10 +23,12 @@ from support.kernel import Kernel
 IMPORT_CELL = "secret = 42\nimport os, sys, torch, torch.distributed as dist, commlab"
 
 WHAT_A_RANK_FINDS = textwrap.dedent("""
-    import psutil
-    # the kernel's network sockets: the frontend's channels (the ranks' pipes are shared on purpose)
+    import psutil, socket
+    # the kernel's sockets to the frontend: over TCP, or Unix sockets bound to a path (its
+    # channels over IPC); the ranks' pipes, unnamed Unix sockets, are shared on purpose
     kernel_sockets = [os.readlink(f"/proc/self/fd/{c.fd}")
-                      for c in psutil.Process().net_connections(kind="inet") if c.fd >= 0]
+                      for c in psutil.Process().net_connections(kind="all")
+                      if c.fd >= 0 and (c.family != socket.AF_UNIX or c.laddr)]
 
     def inside(rank, world_size, kernel_sockets):
         import ctypes
@@ -56,6 +58,7 @@ WHAT_A_RANK_FINDS = textwrap.dedent("""
                     if "Shell" in repr(hook)],
                 "dynamo": "torch._dynamo" in sys.modules}
 
+    assert kernel_sockets, "the kernel's channels were not found"
     first = commlab.run(inside, 4, args=(kernel_sockets,))
     second = commlab.run(inside, 4, args=(kernel_sockets,))
 """)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import queue
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psutil
-from jupyter_client.manager import start_new_kernel
+from jupyter_client.manager import KernelManager
 
 from support.processes import descendants
 
@@ -35,9 +38,24 @@ class Kernel:
 
     def __init__(self, env: dict[str, str] | None = None, cwd: str | None = None):
         """``env``: the kernel's environment, when not this process's; ``cwd``: its working
-        directory (a notebook's folder, as Lab gives it), when not this process's."""
+        directory (a notebook's folder, as Lab gives it), when not this process's.
+
+        Its channels are Unix sockets in a folder of its own (the grader's kernels' transport):
+        over TCP, Jupyter picks five free ports and the kernel binds them a moment later, and
+        under this suite's load a rank's connection can take one in between (seen once: the
+        kernel failed with "Address already in use" and hung)."""
         kwargs = {key: value for key, value in (("env", env), ("cwd", cwd)) if value is not None}
-        self.manager, self.client = start_new_kernel(kernel_name="python3", **kwargs)
+        self.sockets = Path(tempfile.mkdtemp(prefix="kernel-"))
+        self.manager = KernelManager(kernel_name="python3", transport="ipc",
+                                     ip=str(self.sockets / "s"))
+        self.manager.start_kernel(**kwargs)
+        self.client = self.manager.client()
+        self.client.start_channels()
+        try:
+            self.client.wait_for_ready(timeout=60)
+        except RuntimeError:
+            self.shutdown()
+            raise
 
     @property
     def pid(self) -> int:
@@ -97,6 +115,7 @@ class Kernel:
     def shutdown(self) -> None:
         self.client.stop_channels()
         self.manager.shutdown_kernel()
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
 
 def wait_for_no_children(kernel: Kernel, seconds: float = 5.0) -> list[psutil.Process]:
