@@ -19,21 +19,37 @@ agrees with torch on which orders can run at all, for a few hundred random order
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import random
 import types
 
 import nbformat
 import pytest
-from torch.distributed.pipelining import schedules as torch_schedules
-from torch.distributed.tensor import _collective_utils as torch_costs
 
 from commlab.pipeline import replay
 from support.course_copy import ROOT
 
-ACTION = torch_schedules._Action
-KINDS = {"F": torch_schedules._ComputationType.FORWARD,
-         "B": torch_schedules._ComputationType.FULL_BACKWARD}
+
+# torch's pipelining and DTensor modules import torch._dynamo: loaded by the tests that use them,
+# not by every pytest worker that collects this module
+@functools.cache
+def _torch(module: str) -> types.ModuleType:
+    return importlib.import_module(module)
+
+
+def torch_schedules() -> types.ModuleType:
+    return _torch("torch.distributed.pipelining.schedules")
+
+
+def torch_costs() -> types.ModuleType:
+    return _torch("torch.distributed.tensor._collective_utils")
+
+
+def _kinds() -> dict:
+    return {"F": torch_schedules()._ComputationType.FORWARD,
+            "B": torch_schedules()._ComputationType.FULL_BACKWARD}
 
 
 def _chapter_definition(chapter: str, cell_id: str, name: str):
@@ -50,7 +66,7 @@ def _chapter_definition(chapter: str, cell_id: str, name: str):
 def _torch_topology(world_size: int, alpha: float, bandwidth: float):
     """A one-dimensional mesh of ``world_size`` devices in torch's cost units: GiB per second
     and microseconds per hop (the mesh itself is not read by the cost functions)."""
-    return torch_costs.MeshTopoInfo(mesh=None, mesh_dim_devices=[world_size],
+    return torch_costs().MeshTopoInfo(mesh=None, mesh_dim_devices=[world_size],
                                     mesh_dim_bandwidth=[bandwidth / 2**30],
                                     mesh_dim_latency=[alpha * 1e6])
 
@@ -62,7 +78,7 @@ def test_the_chapters_ring_all_reduce_costs_what_torchs_does(world_size, size, a
     predict_all_reduce = _chapter_definition("10_composing_and_cost", "10-ex3-solution",
                                              "predict_all_reduce")
     _, seconds = predict_all_reduce("ring", size, world_size, alpha, bandwidth)
-    theirs = torch_costs.allreduce_cost(size / 2**30, _torch_topology(world_size, alpha,
+    theirs = torch_costs().allreduce_cost(size / 2**30, _torch_topology(world_size, alpha,
                                                                      bandwidth), 0)
     base = 6.6  # microseconds: torch's fixed launch latency, which the chapter leaves out
     assert seconds * 1e6 + base == pytest.approx(theirs, rel=1e-9)
@@ -75,9 +91,9 @@ def test_the_chapters_bus_bandwidth_factors_are_torchs_bandwidth_terms(world_siz
     factors = _chapter_definition("10_composing_and_cost", "10-24", "BUSBW_FACTOR")
     topology = _torch_topology(world_size, alpha=0.0, bandwidth=2**30)  # 1 GiB/s, no latency
     base = 6.6
-    for op, cost in (("all_reduce", torch_costs.allreduce_cost),
-                     ("all_gather", torch_costs.allgather_cost),
-                     ("reduce_scatter", torch_costs.reduce_scatter_cost)):
+    for op, cost in (("all_reduce", torch_costs().allreduce_cost),
+                     ("all_gather", torch_costs().allgather_cost),
+                     ("reduce_scatter", torch_costs().reduce_scatter_cost)):
         one_gib_in_us = 1e6
         assert (cost(1.0, topology, 0) - base) / one_gib_in_us == \
             pytest.approx(factors[op](world_size), rel=1e-12), op
@@ -93,7 +109,8 @@ def one_f_one_b_order():
 def _as_torch_actions(orders: list[list[tuple[str, int]]]) -> dict[int, list]:
     """The chapter's orders (per rank, ("F" or "B", micro-batch)) in torch's schedule IR, stage
     r on rank r."""
-    return {rank: [ACTION(rank, KINDS[kind], microbatch) for kind, microbatch in order]
+    action, kinds = torch_schedules()._Action, _kinds()
+    return {rank: [action(rank, kinds[kind], microbatch) for kind, microbatch in order]
             for rank, order in enumerate(orders)}
 
 
@@ -103,9 +120,9 @@ def _torch_can_run(orders: list[list[tuple[str, int]]], microbatches: int) -> bo
     stages = len(orders)
     actions = _as_torch_actions(orders)
     try:
-        torch_schedules._validate_schedule(actions, stages, stages, microbatches)
-        with_messages = torch_schedules._add_send_recv(actions, lambda stage: stage, stages)
-        torch_schedules._simulate_comms_compute(with_messages, lambda stage: stage, stages)
+        torch_schedules()._validate_schedule(actions, stages, stages, microbatches)
+        with_messages = torch_schedules()._add_send_recv(actions, lambda stage: stage, stages)
+        torch_schedules()._simulate_comms_compute(with_messages, lambda stage: stage, stages)
     except AssertionError:
         return False
     return True
@@ -125,11 +142,11 @@ def test_the_chapters_1f1b_is_torchs(one_f_one_b_order, stages, microbatches):
     out). Not the last rank's: torch 2.13 numbers the last stage's forward micro-batches from 1
     there (F1 ... Fm), an order its own validator refuses."""
     state = types.SimpleNamespace(_num_stages=stages, _n_microbatches=microbatches)
-    theirs = torch_schedules.Schedule1F1B._get_pipeline_order(state)
+    theirs = torch_schedules().Schedule1F1B._get_pipeline_order(state)
     for rank in range(stages - 1):
         steps = [(action.computation_type.value, action.microbatch_index)
                  for action in theirs[rank]
-                 if action is not None and action.computation_type in KINDS.values()]
+                 if action is not None and action.computation_type in _kinds().values()]
         assert one_f_one_b_order(rank, stages, microbatches) == steps, rank
 
 
