@@ -119,16 +119,20 @@ lint: setup
 
 # The suite on TEST_WORKERS processes (pytest-xdist); tests that share a fixture, a notebook or
 # the images stay on one (tests/conftest.py). TEST_WORKERS=0 runs it in this process.
+# Python keeps compiled modules in __pycache__ (git and Docker ignore it) even where the
+# environment says not to (PYTHONDONTWRITEBYTECODE): the suite's hundreds of kernels and grader
+# runs each compiled the course's modules again, and each worker its rewritten test modules.
 TEST_WORKERS ?= 3
+TEST_ENV = PYTHONDONTWRITEBYTECODE=
 test: course-source lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The edit loop's lane: every test of tests/commlab and tests/grader not marked slow (a launch
 # of many runs, a class graded), and one chapter end to end (its solution run under strict nbval,
 # its test cells included). make test runs these and everything else.
 FAST_CHAPTER ?= 00_launching_ranks
 test-fast: course-source lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow and not image and not browser and not hub" \
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow and not image and not browser and not hub" \
 		tests/commlab tests/grader tests/test_layout.py solutions/$(FAST_CHAPTER) $(PYTEST_ARGS)
 
 site-source:
