@@ -29,6 +29,7 @@ BRANCH ?=
 # A class's JupyterHub (docs/hub.md, "Teaching a class on a JupyterHub"): the hub's own
 # environment (JupyterHub, DockerSpawner, configurable-http-proxy), apart from the course's .venv
 HUB_VENV ?= build/hub-venv
+PIP_PIN = $(shell sed -n 's/^PIP_PIN=//p' helpers/scripts/install_requirements.sh)
 # nbgrader's exchange and course id, for make collect and make release-feedback (the hub's
 # Formgrader service sets NBGRADER_EXCHANGE and COMMLAB_COURSE_ID)
 EXCHANGE ?= $(or $(NBGRADER_EXCHANGE),/srv/nbgrader/exchange)
@@ -194,6 +195,11 @@ $(HUB_VENV)/.installed: hub/requirements.txt hub/package.json hub/package-lock.j
 	for the hub's proxy, found $${found:-none}. Ubuntu 22.04's own is 12: see docs/hub.md, \
 	\"On Ubuntu 24.04 and 22.04\""; exit 2; }
 	$(PYTHON) -m venv $(HUB_VENV)
+	# pip itself first, the one install_requirements.sh installs (PIP_PIN there): the new venv's
+	# own pip takes half again as long to resolve the hub's pins; where the pin can't be had, it
+	# does the rest
+	$(HUB_VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(PIP_PIN) || \
+		echo "could not install $(PIP_PIN): installing with the venv's own pip"
 	$(HUB_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
 		-r hub/requirements.txt
 	mkdir -p $(HUB_VENV)/proxy

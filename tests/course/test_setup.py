@@ -234,3 +234,5 @@ def test_hub_setup_stops_before_any_download_when_node_is_older_than_18(tmp_path
     else:
         assert "Node.js 18 or newer" not in done.stdout
         assert (venv / "bin" / "python").exists()  # on to the hub's venv (the stand-in's)
+        # pip itself first, the pin the course's venv gets, then the hub's pins
+        assert _pip_installs(venv) == [_pip_pin(), "-r hub/requirements.txt"]
