@@ -19,8 +19,6 @@ agrees with torch on which orders can run at all, for a few hundred random order
 
 from __future__ import annotations
 
-import functools
-import importlib
 import json
 import random
 import types
@@ -34,17 +32,16 @@ from support.course_copy import ROOT
 
 # torch's pipelining and DTensor modules import torch._dynamo: loaded by the tests that use them,
 # not by every pytest worker that collects this module
-@functools.cache
-def _torch(module: str) -> types.ModuleType:
-    return importlib.import_module(module)
-
-
 def torch_schedules() -> types.ModuleType:
-    return _torch("torch.distributed.pipelining.schedules")
+    from torch.distributed.pipelining import schedules
+
+    return schedules
 
 
 def torch_costs() -> types.ModuleType:
-    return _torch("torch.distributed.tensor._collective_utils")
+    from torch.distributed.tensor import _collective_utils
+
+    return _collective_utils
 
 
 def _kinds() -> dict:
@@ -67,8 +64,8 @@ def _torch_topology(world_size: int, alpha: float, bandwidth: float):
     """A one-dimensional mesh of ``world_size`` devices in torch's cost units: GiB per second
     and microseconds per hop (the mesh itself is not read by the cost functions)."""
     return torch_costs().MeshTopoInfo(mesh=None, mesh_dim_devices=[world_size],
-                                    mesh_dim_bandwidth=[bandwidth / 2**30],
-                                    mesh_dim_latency=[alpha * 1e6])
+                                      mesh_dim_bandwidth=[bandwidth / 2**30],
+                                      mesh_dim_latency=[alpha * 1e6])
 
 
 @pytest.mark.parametrize("world_size", [2, 3, 4, 8, 16, 64])
@@ -79,7 +76,7 @@ def test_the_chapters_ring_all_reduce_costs_what_torchs_does(world_size, size, a
                                              "predict_all_reduce")
     _, seconds = predict_all_reduce("ring", size, world_size, alpha, bandwidth)
     theirs = torch_costs().allreduce_cost(size / 2**30, _torch_topology(world_size, alpha,
-                                                                     bandwidth), 0)
+                                                                       bandwidth), 0)
     base = 6.6  # microseconds: torch's fixed launch latency, which the chapter leaves out
     assert seconds * 1e6 + base == pytest.approx(theirs, rel=1e-9)
 
@@ -143,10 +140,11 @@ def test_the_chapters_1f1b_is_torchs(one_f_one_b_order, stages, microbatches):
     there (F1 ... Fm), an order its own validator refuses."""
     state = types.SimpleNamespace(_num_stages=stages, _n_microbatches=microbatches)
     theirs = torch_schedules().Schedule1F1B._get_pipeline_order(state)
+    computations = _kinds().values()
     for rank in range(stages - 1):
         steps = [(action.computation_type.value, action.microbatch_index)
                  for action in theirs[rank]
-                 if action is not None and action.computation_type in _kinds().values()]
+                 if action is not None and action.computation_type in computations]
         assert one_f_one_b_order(rank, stages, microbatches) == steps, rank
 
 
