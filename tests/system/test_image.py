@@ -31,6 +31,7 @@ from support.containers import (
     LabContainer,
     build_argv,
     dockerfile_header_commands,
+    documented_commands,
     expand,
     free_port,
     run_argv,
@@ -327,6 +328,24 @@ def test_readme_lines_expand_as_a_shell_would(tmp_path):
     """The test runs the documented lines through bash's own expansion."""
     words = expand('docker build --build-arg UID="$(id -u)" -t x .', tmp_path, (1500, 20))
     assert words == ["build", "--build-arg", "UID=1500", "-t", "x", "."]
+
+
+def test_the_documented_builds_share_the_runtime_stage():
+    """The student's, the instructor's and the hub's build lines give the Dockerfile's runtime
+    stage the same arguments, so that a machine building more than one of them (an instructor,
+    a hub's server, this suite) installs torch and the pins once."""
+    stage = re.search(r"^FROM .* AS runtime\n(.*?)^FROM ", (ROOT / "Dockerfile").read_text(),
+                      re.S | re.M).group(1)
+    names = set(re.findall(r"^ARG (\w+)", stage, re.M))
+    assert "TORCH" in names, names
+    commands = documented_commands()
+    given = {}
+    for which in ("build", "instructor build", "hub build"):
+        words = expand(commands[which], ROOT, (1000, 100))
+        arguments = dict(words[i + 1].split("=", 1) for i, word in enumerate(words)
+                         if word == "--build-arg")
+        given[which] = {name: arguments.get(name, "") for name in sorted(names)}
+    assert given["build"] == given["instructor build"] == given["hub build"], given
 
 
 # --- the image as a JupyterHub's spawner starts it ----------------------------------------------
