@@ -7,8 +7,6 @@ The modules below are tested through others (tests/test_layout.py reads these li
 # grader/trusted/feedback.py: tested through tests/grader/test_autograde.py (results without
 #   hidden tests, a huge output cut) and tests/chapters/test_attacks.py (no script a student
 #   wrote)
-# grader/trusted/kernels.py: tested through test_execute.py and test_batch.py (a kernel that
-#   cannot start)
 # grader/trusted/scoring_kernel.py: tested through tests/grader/sandboxed/test_rankhost.py and
 #   tests/grader/test_autograde.py
 # grader/trusted/scratch.py: tested through test_batch.py (a killed run cleaned up by the next)
