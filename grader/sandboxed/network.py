@@ -219,11 +219,31 @@ class Observer:
             inodes = set().union(*(_socket_inodes(pid) for pid in _family(rank.process.pid)))
             # the store's sockets stay the store's, whoever inherited them
             ranks[rank.rank] = {i: every[i] for i in inodes - held if i in every}
+        _add_pending(every, held.union(*ranks.values()), ranks, store, self.store_port)
         return Snapshot(tag, ranks, store, None)
 
     def windows(self) -> list[dict]:
         """What changed between consecutive snapshots, as plain data (see :func:`window`)."""
         return [window(a, b) for a, b in zip(self.snapshots, self.snapshots[1:])]
+
+
+def _add_pending(every: dict[int, Socket], held: set[int], ranks: dict[int, dict[int, Socket]],
+                 store: dict[int, Socket], store_port: int) -> None:
+    """Give each connection that no process holds yet to the rank, or the store, whose
+    listening socket took it. A connection is established before the side that listens accepts
+    it, and until then it waits in the listener's queue, in no process's file table: on a busy
+    machine a rank's gloo thread accepts late, and the connection counted on one side only
+    (an honest answer's "1 connection opened between rank 2 and rank 3, where the calls open
+    2"). Such a connection has the port of the socket that listens for it."""
+    listeners = {sock.local[1]: rank for rank, sockets in ranks.items()
+                 for sock in sockets.values() if sock.state == _TCP_LISTEN}
+    for inode, sock in every.items():
+        if inode in held or sock.state != _TCP_ESTABLISHED:
+            continue
+        if sock.local[1] == store_port:
+            store[inode] = sock
+        elif sock.local[1] in listeners:
+            ranks[listeners[sock.local[1]]][inode] = sock
 
 
 def _family(pid: int) -> list[int]:

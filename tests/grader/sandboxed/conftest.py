@@ -5,8 +5,6 @@ The modules below are tested through others (tests/test_layout.py reads these li
 # grader/sandboxed/define.py: tested through tests/grader/test_autograde.py and
 #   tests/chapters/test_attacks.py (every graded answer is defined there, in a rank), and
 #   tests/commlab/test_answers.py (commlab.answers.define, which it calls)
-# grader/sandboxed/network.py: tested through test_rankhost.py (the network counts the same calls
-#   the same, sealed or replayed)
 # grader/sandboxed/replay.py: tested through test_rankhost.py (the grader's own replays are only
 #   tidied)
 # grader/sandboxed/seal.py: tested through test_rankhost.py (a launch is sealed) and
