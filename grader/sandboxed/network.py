@@ -55,11 +55,18 @@ class Socket:
     remote: tuple[bytes, int]
     received: int
 
+    @property
+    def key(self) -> tuple:
+        """What names the socket from one listing to the next: its two ends. Not its inode: a
+        connection waiting in a listener's queue, not yet accepted, has none (0, as every socket
+        without a file has, closed ones too), and gets one only when a process accepts it."""
+        return self.local, self.remote
 
-def tcp_sockets(link: socket.socket | None = None) -> dict[int, Socket]:
-    """Every TCP socket of a network namespace, by inode: the namespace ``link`` (a
-    ``sock_diag`` netlink socket) was made in, else this thread's."""
-    found: dict[int, Socket] = {}
+
+def tcp_sockets(link: socket.socket | None = None) -> dict[tuple, Socket]:
+    """Every TCP socket of a network namespace, by :attr:`Socket.key`: the namespace ``link``
+    (a ``sock_diag`` netlink socket) was made in, else this thread's."""
+    found: dict[tuple, Socket] = {}
     for family in (socket.AF_INET, socket.AF_INET6):
         if link is None:
             with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _NETLINK_SOCK_DIAG) as own:
@@ -67,7 +74,7 @@ def tcp_sockets(link: socket.socket | None = None) -> dict[int, Socket]:
         else:
             entries = _dump(family, link)
         for entry in entries:
-            found[entry.inode] = entry
+            found[entry.key] = entry
     return found
 
 
@@ -152,12 +159,13 @@ def _socket_inodes(pid: int) -> set[int]:
 
 @dataclass
 class Snapshot:
-    """The network at one barrier: each rank's sockets (by inode), the store server's, and the
-    counters of the ranks' namespaces together (None: they share the machine's)."""
+    """The network at one barrier: each rank's sockets (by :attr:`Socket.key`), the store
+    server's, and the counters of the ranks' namespaces together (None: they share the
+    machine's)."""
 
     tag: str
-    ranks: dict[int, dict[int, Socket]]
-    store: dict[int, Socket]
+    ranks: dict[int, dict[tuple, Socket]]
+    store: dict[tuple, Socket]
     counters: dict[str, int] | None
 
 
@@ -200,7 +208,7 @@ class Observer:
         # a connection made while the sockets were listed would fall between two windows
         if after != before and tries > 1:
             return self._snapshot(tag, tries - 1)
-        store = {i: s for i, s in tcp_sockets().items() if s.local[1] == self.store_port}
+        store = {k: s for k, s in tcp_sockets().items() if s.local[1] == self.store_port}
         return Snapshot(tag, ranks, store, after)
 
     def _counters(self) -> dict[str, int]:
@@ -212,14 +220,17 @@ class Observer:
 
     def _shared_snapshot(self, tag: str) -> Snapshot:
         every = tcp_sockets()
+        by_inode = {sock.inode: sock for sock in every.values() if sock.inode}
         held = _socket_inodes(os.getpid())
-        store = {i: every[i] for i in held if i in every and every[i].local[1] == self.store_port}
-        ranks: dict[int, dict[int, Socket]] = {}
+        store = {by_inode[i].key: by_inode[i] for i in held
+                 if i in by_inode and by_inode[i].local[1] == self.store_port}
+        ranks: dict[int, dict[tuple, Socket]] = {}
         for rank in self.ranks:
             inodes = set().union(*(_socket_inodes(pid) for pid in _family(rank.process.pid)))
             # the store's sockets stay the store's, whoever inherited them
-            ranks[rank.rank] = {i: every[i] for i in inodes - held if i in every}
-        _add_pending(every, held.union(*ranks.values()), ranks, store, self.store_port)
+            ranks[rank.rank] = {by_inode[i].key: by_inode[i] for i in inodes - held
+                                if i in by_inode}
+        _add_pending(every, ranks, store, self.store_port)
         return Snapshot(tag, ranks, store, None)
 
     def windows(self) -> list[dict]:
@@ -227,23 +238,24 @@ class Observer:
         return [window(a, b) for a, b in zip(self.snapshots, self.snapshots[1:])]
 
 
-def _add_pending(every: dict[int, Socket], held: set[int], ranks: dict[int, dict[int, Socket]],
-                 store: dict[int, Socket], store_port: int) -> None:
+def _add_pending(every: dict[tuple, Socket], ranks: dict[int, dict[tuple, Socket]],
+                 store: dict[tuple, Socket], store_port: int) -> None:
     """Give each connection that no process holds yet to the rank, or the store, whose
     listening socket took it. A connection is established before the side that listens accepts
-    it, and until then it waits in the listener's queue, in no process's file table: on a busy
-    machine a rank's gloo thread accepts late, and the connection counted on one side only
-    (an honest answer's "1 connection opened between rank 2 and rank 3, where the calls open
-    2"). Such a connection has the port of the socket that listens for it."""
+    it, and until then it waits in the listener's queue, in no process's file table (without
+    an inode): on a busy machine a rank's gloo thread accepts late, and the connection was
+    counted on one side only (an honest answer's "1 connection opened between rank 2 and rank
+    3, where the calls open 2"). Such a connection has the port of the socket that listens for
+    it, and keeps its key once accepted."""
     listeners = {sock.local[1]: rank for rank, sockets in ranks.items()
                  for sock in sockets.values() if sock.state == _TCP_LISTEN}
-    for inode, sock in every.items():
-        if inode in held or sock.state != _TCP_ESTABLISHED:
+    for key, sock in every.items():
+        if sock.inode or sock.state != _TCP_ESTABLISHED:
             continue
         if sock.local[1] == store_port:
-            store[inode] = sock
+            store[key] = sock
         elif sock.local[1] in listeners:
-            ranks[listeners[sock.local[1]]][inode] = sock
+            ranks[listeners[sock.local[1]]][key] = sock
 
 
 def _family(pid: int) -> list[int]:
@@ -333,17 +345,17 @@ def window(a: Snapshot, b: Snapshot) -> dict:
     other, new = 0, 0
     for rank, sockets in b.ranks.items():
         before = a.ranks.get(rank, {})
-        for inode, sock in sockets.items():
-            if sock.state == _TCP_LISTEN and inode not in before:
+        for key, sock in sockets.items():
+            if sock.state == _TCP_LISTEN and key not in before:
                 listening[rank] = listening.get(rank, 0) + 1
             if sock.state != _TCP_ESTABLISHED:
                 continue
             peer = where.get(sock.remote)
-            if inode not in before:
+            if key not in before:
                 new += 1
                 if isinstance(peer, int) and rank < peer:
                     connections[rank, peer] = connections.get((rank, peer), 0) + 1
-            moved = sock.received - (before[inode].received if inode in before else 0)
+            moved = sock.received - (before[key].received if key in before else 0)
             if moved <= 0:
                 continue
             if isinstance(peer, int):
@@ -352,14 +364,14 @@ def window(a: Snapshot, b: Snapshot) -> dict:
                 store[rank] = store.get(rank, 0) + moved
             else:
                 other += moved
-    for inode, sock in b.store.items():
+    for key, sock in b.store.items():
         rank = where.get(sock.remote)
-        moved = sock.received - (a.store[inode].received if inode in a.store else 0)
+        moved = sock.received - (a.store[key].received if key in a.store else 0)
         if sock.state == _TCP_ESTABLISHED and isinstance(rank, int) and moved > 0:
             store[rank] = store.get(rank, 0) + moved
     closed = sorted({(rank, where.get(sock.remote)) for rank, sockets in a.ranks.items()
-                     for inode, sock in sockets.items() if sock.state == _TCP_ESTABLISHED
-                     and b.ranks.get(rank, {}).get(inode, _GONE).state != _TCP_ESTABLISHED},
+                     for key, sock in sockets.items() if sock.state == _TCP_ESTABLISHED
+                     and b.ranks.get(rank, {}).get(key, _GONE).state != _TCP_ESTABLISHED},
                     key=str)
     counted = a.counters is not None and b.counters is not None
     opens = (b.counters["Tcp:ActiveOpens"] + b.counters["Tcp:PassiveOpens"]

@@ -23,6 +23,23 @@ CONNECTS = ("import socket, sys, time\n"
             "print('connected', flush=True); time.sleep(60)\n")
 
 
+@pytest.fixture(autouse=True)
+def closed_connections():
+    """Connections closed a moment ago (TIME_WAIT), as a busy machine has many of: like a
+    connection not yet accepted, each is a socket of no process, without an inode."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    for _ in range(8):
+        client = socket.create_connection(server.getsockname())
+        accepted, _ = server.accept()
+        client.close()  # the side that closes first waits in TIME_WAIT
+        accepted.close()
+    server.close()
+    waiting = [line.split() for line in open("/proc/net/tcp").read().splitlines()[1:]]
+    assert sum(1 for fields in waiting if fields[3] == "06") >= 8  # 06: TIME_WAIT
+
+
 @pytest.fixture
 def ranks():
     started = []
