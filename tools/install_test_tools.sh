@@ -1,14 +1,14 @@
 #!/bin/sh
 # What tests/system/ (test_image.py, test_browser.py, test_hub.py, test_slurm.py) needs
 # from the system, on Debian as root (CI runs this before `make test`): podman and its helpers,
-# debootstrap for the stand-in base image, Chromium, Node.js with npm for the hub's proxy (make
+# mmdebstrap for the stand-in base image, Chromium, Node.js with npm for the hub's proxy (make
 # hub-setup), Slurm's daemons with munge, and the course's account of the Kubernetes
 # Formgrader's test (test_formgrader_service.py: uid 2000). Elsewhere it says what is missing
 # and leaves the machine alone: those tests then skip, each with its reason.
 set -eu
 
 PACKAGES="podman runc conmon slirp4netns uidmap netavark aardvark-dns iptables
-containernetworking-plugins debootstrap chromium slurmctld slurmd slurm-client munge"
+containernetworking-plugins mmdebstrap chromium slurmctld slurmd slurm-client munge"
 
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "install_test_tools.sh: not root on Debian; the image, browser, hub and Slurm tests need:" \

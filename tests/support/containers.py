@@ -8,7 +8,7 @@ tests/system/test_image.py and tests/system/test_browser.py.
   slirp4netns, so that publishing a port changes no firewall rule or interface of the host.
   Nothing under /etc changes.
 - **Base**: the Dockerfile's own base (``python:3.11-slim-bookworm``) where it can be pulled;
-  otherwise a stand-in made with debootstrap from the host's Debian mirror (Debian's python3
+  otherwise a stand-in made with mmdebstrap from the host's Debian mirror (Debian's python3
   3.11, nothing at /usr/local), built once and kept in the scratch storage for a week, so that
   a second run starts at once and a run a week later gets fresh packages.
 - **pip**: the build gets the host's pip configuration through the documented build secrets
@@ -222,8 +222,14 @@ def _debian_mirror() -> str:
 
 
 # What the stand-in is made of: Debian's own Python (3.11, at /usr/bin), with its venv module.
-STAND_IN_RECIPE = ("debootstrap --variant=minbase "
-                   "--include=python3,python3-venv,ca-certificates,netbase,tzdata bookworm")
+# mmdebstrap installs it with apt and one dpkg run and writes the image's tar to stdout, without
+# package lists, downloaded packages, recommended packages or the usrmerge package (its hook
+# merges /usr itself): as slim as the official image, for half the CPU debootstrap took, and no
+# folder of the system to remove.
+STAND_IN_RECIPE = ("mmdebstrap --mode=root --quiet --variant=minbase "
+                   "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr "
+                   "--aptopt='APT::Install-Recommends \"false\"' "
+                   "--include=python3,python3-venv,ca-certificates,netbase,tzdata bookworm -")
 
 
 def _stand_in_name() -> str:
@@ -256,50 +262,25 @@ def base_image(engine: Engine) -> tuple[str | None, str]:
         fresh = time.time() - float(made) < STAND_IN_DAYS * 86400
         if (json.loads(labels) or {}).get("commlab.recipe") == recipe and fresh:
             return name, f"{name}, the Debian stand-in made earlier (kept {STAND_IN_DAYS} days)"
-    if os.geteuid() != 0 or not shutil.which("debootstrap"):
+    if os.geteuid() != 0 or not shutil.which("mmdebstrap"):
         raise AssertionError(f"{official} cannot be pulled ({tail(pulled.stderr, 3)}) and "
-                             "debootstrap (as root) is missing to make a stand-in: "
+                             "mmdebstrap (as root) is missing to make a stand-in: "
                              "tools/install_test_tools.sh installs it")
-    rootfs = SCRATCH / "rootfs"
-    _remove_rootfs(rootfs)
-    made = subprocess.run([*STAND_IN_RECIPE.split(), str(rootfs), _debian_mirror()],
-                          capture_output=True, text=True, timeout=1200)
-    if made.returncode != 0:
-        raise AssertionError(f"debootstrap failed:\n{tail(made.stdout + made.stderr)}")
-    # as slim as the official image: no package lists or downloaded packages
-    for leftover in ("var/lib/apt/lists", "var/cache/apt/archives"):
-        for path in (rootfs / leftover).glob("*"):
-            if path.is_file():
-                path.unlink()
-    _unmount_under(rootfs)
-    tar = subprocess.Popen(["tar", "--one-file-system", "-C", str(rootfs), "-c", "."],
-                           stdout=subprocess.PIPE)
+    made = subprocess.Popen([*shlex.split(STAND_IN_RECIPE), _debian_mirror()],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     imported = subprocess.run(
         [*engine.argv, "import", "--change", "ENV LANG=C.UTF-8", "--change", 'CMD ["python3"]',
          "--change", f"LABEL commlab.recipe={recipe}",
          "--change", f"LABEL commlab.made={int(time.time())}", "-", name],
-        stdin=tar.stdout, env=engine.env, capture_output=True, text=True, timeout=600)
-    tar.wait()
-    _remove_rootfs(rootfs)
+        stdin=made.stdout, env=engine.env, capture_output=True, text=True, timeout=1200)
+    made.stdout.close()
+    said = made.stderr.read().decode(errors="replace")
+    if made.wait(timeout=60) != 0:
+        engine.run("rmi", "--force", name, check=False)  # the import of a tar cut short
+        raise AssertionError(f"mmdebstrap failed:\n{tail(said)}")
     if imported.returncode != 0:
         raise AssertionError(f"importing the stand-in failed:\n{imported.stderr}")
     return name, f"{name}, a Debian stand-in made now ({official} cannot be pulled here)"
-
-
-def _unmount_under(folder: Path) -> None:
-    """debootstrap mounts /proc and /sys in the new system while it installs; one that was
-    stopped half-way leaves them mounted."""
-    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
-    for mount in sorted((m for m in mounts if Path(m).is_relative_to(folder)), reverse=True):
-        subprocess.run(["umount", "--lazy", mount], check=False)
-
-
-def _remove_rootfs(folder: Path) -> None:
-    _unmount_under(folder)
-    if any(Path(line.split()[1]).is_relative_to(folder)
-           for line in Path("/proc/mounts").read_text().splitlines()):
-        raise AssertionError(f"{folder} still has something mounted in it: not removed")
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- pip for the build -------------------------------------------------------------------------
