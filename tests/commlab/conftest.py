@@ -46,5 +46,5 @@ The modules below are tested through others (tests/test_layout.py reads these li
 #   is when a run hangs or fails)
 # helpers/commlab/watch.py: tested through test_launch.py (an endless loop stopped, a killed rank)
 #   and test_in_jupyter.py (a skipped collective within the timeout)
-# helpers/commlab/worker.py: tested through test_launch.py (a rank's environment, sys.exit, a
-#   return that cannot be sent)
+# helpers/commlab/worker.py: tested through test_launch.py (a rank's environment and threads,
+#   sys.exit, a return that cannot be sent)

@@ -120,6 +120,21 @@ def test_notebook_environment_reaches_the_ranks(monkeypatch):
     assert result.returns == ["from the notebook"] * 2
 
 
+def _threads(rank, world_size):
+    return os.environ.get("OMP_NUM_THREADS"), torch.get_num_threads()
+
+
+def test_each_rank_computes_on_one_thread_unless_the_notebook_says_otherwise(monkeypatch):
+    # as torchrun does for several processes on one machine
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert commlab.run(_threads, 2).returns == [("1", 1)] * 2
+    assert "OMP_NUM_THREADS" not in os.environ
+    # a process alone is left as it is
+    assert commlab.run(_threads, 1).returns[0][0] is None
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert commlab.run(_threads, 2).returns == [("3", 3)] * 2
+
+
 def _listening_addresses(port: int) -> list[str]:
     """The local addresses (hex, as /proc/net lists them) of the sockets listening on ``port``."""
     found = []
