@@ -123,8 +123,12 @@ lint: setup
 # Python keeps compiled modules in __pycache__ (git and Docker ignore it) even where the
 # environment says not to (PYTHONDONTWRITEBYTECODE): the suite's hundreds of kernels and grader
 # runs each compiled the course's modules again, and each worker its rewritten test modules.
+# One compute thread per process, as torchrun gives each of several processes on one machine
+# (and commlab each rank): the workers' kernels share the cores, and with a thread per core each
+# they spin waiting for each other (a tenth more CPU for the chapters' strict runs). A test of
+# the default thread count unsets it (tests/commlab/test_launch.py).
 TEST_WORKERS ?= 3
-TEST_ENV = PYTHONDONTWRITEBYTECODE=
+TEST_ENV = PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1
 test: course-source lint
 	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
