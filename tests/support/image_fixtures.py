@@ -38,7 +38,7 @@ class CourseImages:
         """Run the documented ``which`` build line ("build" or "instructor build")."""
         argv = build_argv(self.commands[which], self.flags, ids, rename)
         with step(f"{which}{label}"):
-            self.engine.run(*argv, timeout=2400)
+            self.engine.run(*argv, timeout=2400, low_priority=True)
 
 
 @pytest.fixture(scope="session")
