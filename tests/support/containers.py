@@ -130,6 +130,10 @@ network_config_dir = "{scratch}/networks"
 """
 
 
+# the prefix that runs a command, and what it starts, at a low CPU priority
+LOW_PRIORITY = ["nice", "-n", "10"]
+
+
 @dataclass
 class Engine:
     name: str  # "podman" or "docker"
@@ -142,7 +146,7 @@ class Engine:
         processes inherit it), so that an image build leaves the cores to the tests beside it
         first: a test case's ranks starved by a build's pip past their 8 s limit failed the
         case (chapter 08's, once)."""
-        nice = ["nice", "-n", "10"] if low_priority and shutil.which("nice") else []
+        nice = LOW_PRIORITY if low_priority else []
         done = subprocess.run([*nice, *self.argv, *args], env=self.env, capture_output=True,
                               text=True, timeout=timeout, **kwargs)
         if check and done.returncode != 0:
@@ -271,19 +275,22 @@ def base_image(engine: Engine) -> tuple[str | None, str]:
         raise AssertionError(f"{official} cannot be pulled ({tail(pulled.stderr, 3)}) and "
                              "mmdebstrap (as root) is missing to make a stand-in: "
                              "tools/install_test_tools.sh installs it")
-    # at a low CPU priority, as the builds (Engine.run)
-    made = subprocess.Popen(["nice", "-n", "10", *shlex.split(STAND_IN_RECIPE), _debian_mirror()],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    imported = subprocess.run(
-        [*engine.argv, "import", "--change", "ENV LANG=C.UTF-8", "--change", 'CMD ["python3"]',
-         "--change", f"LABEL commlab.recipe={recipe}",
-         "--change", f"LABEL commlab.made={int(time.time())}", "-", name],
-        stdin=made.stdout, env=engine.env, capture_output=True, text=True, timeout=1200)
-    made.stdout.close()
-    said = made.stderr.read().decode(errors="replace")
-    if made.wait(timeout=60) != 0:
-        engine.run("rmi", "--force", name, check=False)  # the import of a tar cut short
-        raise AssertionError(f"mmdebstrap failed:\n{tail(said)}")
+    # at a low CPU priority, as the builds (Engine.run); what it says goes to a file, which
+    # nothing has to read while the import reads the tar
+    with tempfile.TemporaryFile() as said:
+        made = subprocess.Popen([*LOW_PRIORITY, *shlex.split(STAND_IN_RECIPE), _debian_mirror()],
+                                stdout=subprocess.PIPE, stderr=said)
+        imported = subprocess.run(
+            [*engine.argv, "import", "--change", "ENV LANG=C.UTF-8", "--change",
+             'CMD ["python3"]', "--change", f"LABEL commlab.recipe={recipe}",
+             "--change", f"LABEL commlab.made={int(time.time())}", "-", name],
+            stdin=made.stdout, env=engine.env, capture_output=True, text=True, timeout=1200)
+        made.stdout.close()
+        if made.wait(timeout=60) != 0:
+            engine.run("rmi", "--force", name, check=False)  # the import of a tar cut short
+            said.seek(0)
+            text = said.read().decode(errors="replace")
+            raise AssertionError(f"mmdebstrap failed:\n{tail(text)}")
     if imported.returncode != 0:
         raise AssertionError(f"importing the stand-in failed:\n{imported.stderr}")
     return name, f"{name}, a Debian stand-in made now ({official} cannot be pulled here)"
