@@ -36,7 +36,7 @@ EXCHANGE ?= $(or $(NBGRADER_EXCHANGE),/srv/nbgrader/exchange)
 COURSE_ID ?= $(or $(COMMLAB_COURSE_ID),commlab)
 COLLECTED ?= collected
 
-.PHONY: setup lab test test-fast lint bench bench-rendezvous bench-grade baselines generate validate grade clean
+.PHONY: setup lab test test-fast lint bench bench-rendezvous bench-grade bench-preload baselines generate validate grade clean
 .PHONY: torch-build check course-source student-edition execute formgrader site site-source site-venv
 .PHONY: hub hub-setup collect release-feedback
 
@@ -155,6 +155,9 @@ bench: setup
 
 bench-rendezvous: setup
 	$(BIN)/python bench/rendezvous_bench.py
+
+bench-preload: setup
+	$(BIN)/python bench/preload_bench.py
 
 bench-grade: setup
 	PYTHONPATH=.:tests $(BIN)/python bench/grade_bench.py

@@ -31,8 +31,10 @@ from . import evidence, stand_ins
 # What the forkserver imports once, so that each rank host, and every rank it forks, starts with
 # it loaded: what commlab's ranks preload, and the host's own modules.
 # torch._dynamo among them only where a chapter this kernel grades needs it (:func:`warm_up`).
-PRELOAD = [*processes.PRELOAD, "psutil", "commlab.launch", "commlab.checks", "commlab.timeline",
-           "grader.sandboxed.rankhost"]
+# commlab.preload_memory stays last: it freezes what all of them made.
+PRELOAD = [*[name for name in processes.PRELOAD if name != processes.MEMORY], "psutil",
+           "commlab.launch", "commlab.checks", "commlab.timeline", "grader.sandboxed.rankhost",
+           processes.MEMORY]
 _preload = PRELOAD
 # Seconds a rank host may take to start (fork, enter the sandbox) before grading gives up on it.
 HOST_START_LIMIT = 60.0

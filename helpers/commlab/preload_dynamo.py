@@ -16,12 +16,22 @@ it object by object, which copies the pages they sit on into the rank.
 
 from __future__ import annotations
 
+import gc
 import os
 
 _NAME = "TORCHINDUCTOR_CACHE_DIR"
 _given = os.environ.get(_NAME)
 
-import torch._dynamo  # noqa: E402 - the point of this module
+# the collector off while it imports: it would walk the objects the import makes again and again
+# as they grow, a third of the import's CPU (already off in a new forkserver:
+# commlab.preload_start; commlab.preload_memory, next, freezes what the import made)
+_collecting = gc.isenabled()
+gc.disable()
+try:
+    import torch._dynamo  # noqa: E402 - the point of this module
+finally:
+    if _collecting:
+        gc.enable()
 
 torch._dynamo.trace_rules.clear_lru_cache()
 

@@ -8,7 +8,8 @@ Every rank is forked from the forkserver and shares its memory (torch and torch.
   while importing are frozen here (``gc.freeze``): a rank's collections never look at them. Left
   young, they were collected in every rank, soon after its start, which copied several megabytes
   into each. (A collection first would free a few hundred objects of garbage, and cost the
-  forkserver's start a fifth of a second.)
+  forkserver's start a fifth of a second.) The collector, off while they were imported
+  (:mod:`commlab.preload_start`), is on again from here.
 - Forking copies the page tables of all that memory, and each rank's exit tears its copy down
   again, at the end of a run, while the notebook waits. In 4 KB pages that exit cost each rank
   about 5 ms of a 2-core machine; in 2 MB pages there is a 512th of the entries to copy and tear
@@ -66,4 +67,5 @@ def move_into_huge_pages() -> None:
 
 
 gc.freeze()
+gc.enable()
 move_into_huge_pages()

@@ -40,14 +40,16 @@ from . import capture, control, kernel_forkserver, standby, status, worker
 # rank of each run 1.4 s on an idle 2-core machine and 10 s at a load of 8, past a test's
 # 8 s; it also brings DTensor and FSDP2's modules (commlab.preload_dynamo: without the empty
 # cache folder its import makes).
-# commlab.preload_memory comes after them all: it makes the memory they fill cheap to fork.
+# commlab.preload_memory comes after them all: it makes the memory they fill cheap to fork, and
+# turns the garbage collector on again, which commlab.preload_start, first, turns off meanwhile.
 # A forkserver forked from a notebook's kernel (commlab.kernel_forkserver) imports the second
 # list once it has forked the first run's ranks, so that the first run does not wait for it.
 PRELOAD_AT_ONCE = ["torch", "torch.distributed", "torch.distributed._functional_collectives",
                    "cloudpickle", "commlab.worker"]
 DYNAMO = "commlab.preload_dynamo"
-PRELOAD_LATER = [DYNAMO, "commlab.preload_memory"]
-PRELOAD = PRELOAD_AT_ONCE + PRELOAD_LATER
+MEMORY = "commlab.preload_memory"
+PRELOAD_LATER = [DYNAMO, MEMORY]
+PRELOAD = ["commlab.preload_start", *PRELOAD_AT_ONCE, *PRELOAD_LATER]
 # The chapters whose ranks import torch._dynamo (their optimizers, some DTensor operations),
 # measured by running each solution and its hidden checks without it preloaded. A notebook in
 # the folder of another chapter has a forkserver without it: 1.5 s of CPU saved per kernel, and

@@ -32,6 +32,8 @@ The modules below are tested through others (tests/test_layout.py reads these li
 # helpers/commlab/preload_memory.py: tested through test_processes.py (a rank forked from the
 #   frozen forkserver still imports and steps an optimizer) and bench/launch_bench.py (what
 #   it saves)
+# helpers/commlab/preload_start.py: tested through test_processes.py (the ranks collect garbage,
+#   the forkserver's imports frozen out of their collector's sight)
 # helpers/commlab/rehearsal.py: tested through test_launch.py (nothing of a rehearsal shows in
 #   the run: no group, no call in the trace, no output or warning)
 # helpers/commlab/rendezvous.py: tested through test_launch.py (the store on the loopback alone,

@@ -41,6 +41,25 @@ def test_a_torch_optim_step_in_a_rank_finds_torch_dynamo_imported(ranks):
                 or name.startswith(("torch._dynamo", "torch.fx"))] == []
 
 
+def _collector(rank, world_size):
+    import gc
+
+    return gc.isenabled(), gc.get_freeze_count()
+
+
+@pytest.mark.parametrize("ranks", ["started for the run", "started ahead"])
+def test_ranks_collect_garbage_and_never_walk_what_the_forkserver_imported(ranks):
+    # the forkserver imports with the collector off (commlab.preload_start) and turns it on
+    # again once it has frozen what the imports made (commlab.preload_memory)
+    processes.close_ranks_started_ahead()
+    if ranks == "started ahead":
+        commlab.run(lambda rank, world_size: None, world_size=2)
+        assert len(processes.ranks_started_ahead(timeout=60)) == 2
+    for collecting, frozen in commlab.run(_collector, world_size=2).returns:
+        assert collecting
+        assert frozen > 100_000  # torch's objects, among others
+
+
 def _distribute(rank, world_size):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor

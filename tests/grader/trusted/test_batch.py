@@ -419,3 +419,5 @@ def test_the_rank_hosts_preload_dynamo_only_for_a_batch_with_a_chapter_that_need
     assert processes.DYNAMO in processes.for_chapters(preload, None)  # chapters not known
     without = processes.for_chapters(preload, ["01_broadcast", "05_reduce"])
     assert without == [name for name in preload if name != processes.DYNAMO]
+    # the collector off for all the imports, and on again once what they made is frozen
+    assert (preload[0], preload[-1]) == ("commlab.preload_start", processes.MEMORY)
