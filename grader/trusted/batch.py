@@ -141,7 +141,15 @@ class _Run:
         plan = self.plan(warm)
         data = None if plan is None else scoring_notebook.submission_data(
             nbformat.v4.new_notebook(), plan)["plan"]
-        code = (f"__import__('grader.trusted.scoring_kernel').trusted.scoring_kernel"
+        # the garbage collector off while torch and the grader import, then what they made
+        # frozen out of its sight (as commlab does after a notebook's import cell): it walked
+        # those objects again and again as they grew, a fifth of the imports' CPU, and again
+        # at every full collection while grading (no name is bound in the kernel's namespace)
+        code = ("__import__('gc').disable()\n"
+                "__import__('grader.trusted.scoring_kernel')\n"
+                "__import__('gc').freeze()\n"
+                "__import__('gc').enable()\n"
+                f"__import__('grader.trusted.scoring_kernel').trusted.scoring_kernel"
                 f".warm_up({data!r}, {self.chapters!r})")
         return asyncio.ensure_future(kernels.start(
             folder, lambda f: lambda argv: [*namespaces.dies_with_parent(), *argv], env,
