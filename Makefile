@@ -36,7 +36,7 @@ EXCHANGE ?= $(or $(NBGRADER_EXCHANGE),/srv/nbgrader/exchange)
 COURSE_ID ?= $(or $(COMMLAB_COURSE_ID),commlab)
 COLLECTED ?= collected
 
-.PHONY: setup lab test test-fast lint bench bench-rendezvous bench-grade bench-preload baselines generate validate grade clean
+.PHONY: setup lab test test-fast test-environments lint bench bench-rendezvous bench-grade bench-preload baselines generate validate grade clean
 .PHONY: torch-build check course-source student-edition execute formgrader site site-source site-venv
 .PHONY: hub hub-setup collect release-feedback
 
@@ -129,8 +129,17 @@ lint: setup
 # the default thread count unsets it (tests/commlab/test_launch.py).
 TEST_WORKERS ?= 3
 TEST_ENV = PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1
-test: course-source lint
+test: course-source
+	@$(MAKE) --no-print-directory -j2 lint test-environments GOAL=$(GOAL)
 	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+# The website's and the hub's own environments (the hub's where npm is found), which the system
+# tests use, install beside .venv and at the same time (make test's -j2): make setup's pip keeps
+# one core busy and leaves the other idle, and the tests then find them ready rather than
+# install them on a machine their kernels keep busy. One that can't install here (offline, say)
+# is left to the tests that need it, which try again and say why.
+test-environments:
+	-@$(MAKE) --no-print-directory site-venv $(if $(shell command -v npm),hub-setup)
 
 # The edit loop's lane: every test of tests/commlab and tests/grader not marked slow (a launch
 # of many runs, a class graded), and one chapter end to end (its solution run under strict nbval,
