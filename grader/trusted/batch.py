@@ -142,9 +142,9 @@ class _Run:
         data = None if plan is None else scoring_notebook.submission_data(
             nbformat.v4.new_notebook(), plan)["plan"]
         # the garbage collector off while torch and the grader import, then what they made
-        # frozen out of its sight (as commlab does after a notebook's import cell): it walked
-        # those objects again and again as they grew, a fifth of the imports' CPU, and again
-        # at every full collection while grading (no name is bound in the kernel's namespace)
+        # frozen out of its sight (as a new forkserver does, commlab.preload_start): it walked
+        # those objects again and again as they grew, and again at every full collection while
+        # grading (no name is bound in the kernel's namespace)
         code = ("__import__('gc').disable()\n"
                 "__import__('grader.trusted.scoring_kernel')\n"
                 "__import__('gc').freeze()\n"

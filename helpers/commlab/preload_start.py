@@ -2,12 +2,12 @@
 collector off while the rest imports.
 
 Importing torch and ``torch._dynamo`` makes a few hundred thousand objects, and Python's
-collector, run every few hundred allocations, walks them again and again as they grow: a fifth
-of the forkserver's start (torch._dynamo's import alone a third). :mod:`commlab.preload_memory`,
-the last of the preloads, freezes what they made and turns the collector on again, before the
-forkserver forks its first rank. A forkserver forked from a notebook's kernel
-(:mod:`commlab.kernel_forkserver`) does without this module: its first ranks are forked before
-the rest is imported.
+collector, run every few hundred allocations, walks them again and again as they grow: with it
+on, the preloads cost 2.8 CPU-s rather than 2.0 (``make bench-preload``, on a 2-core machine).
+:mod:`commlab.preload_memory`, the last of the preloads, freezes what they made and turns the
+collector on again, before the forkserver forks its first rank. A forkserver forked from a
+notebook's kernel (:mod:`commlab.kernel_forkserver`) does without this module: its first ranks
+are forked before the rest is imported.
 """
 
 import gc
