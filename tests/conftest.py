@@ -28,7 +28,7 @@ def kernel():
 @pytest.hookimpl(wrapper=True)
 def pytest_collection(session):
     """No garbage collection while the test modules import (torch, nbformat, the grader: some
-    400,000 objects), then what they made frozen out of the collector's sight: the collector
+    580,000 objects), then what they made frozen out of the collector's sight: the collector
     walked them again and again as they grew, and at every full collection of a worker after,
     a third of the workers' own CPU in the fast lane. (On make test's controller, which
     collects nothing, this does nothing.)"""
