@@ -24,16 +24,22 @@ def _modules_after_an_optimizer_step(rank, world_size):
     return "torch._dynamo" in before, sorted(set(sys.modules) - before)
 
 
+def _next_run_finds(ranks: str) -> None:
+    """Have the next 2-rank run start its ranks itself ("started for the run") or find two
+    started ahead of it and waiting ("started ahead")."""
+    processes.close_ranks_started_ahead()
+    if ranks == "started ahead":
+        commlab.run(lambda rank, world_size: None, world_size=2)
+        assert len(processes.ranks_started_ahead(timeout=60)) == 2
+
+
 @pytest.mark.parametrize("ranks", ["started for the run", "started ahead"])
 def test_a_torch_optim_step_in_a_rank_finds_torch_dynamo_imported(ranks):
     # torch.optim imports torch._dynamo on first use (with sympy and torch.fx): 1.4 s per rank
     # on an idle 2-core machine, 10 s at a load of 8, past a test case's 8 s; what is left to
     # import (a profiler module) takes milliseconds. Ranks started ahead of their run
     # (commlab.standby) rehearse its first steps meanwhile; nothing of that may change this.
-    processes.close_ranks_started_ahead()
-    if ranks == "started ahead":
-        commlab.run(lambda rank, world_size: None, world_size=2)
-        assert len(processes.ranks_started_ahead(timeout=60)) == 2
+    _next_run_finds(ranks)
     result = commlab.run(_modules_after_an_optimizer_step, world_size=2)
     for preloaded, new in result.returns:
         assert preloaded
@@ -51,10 +57,7 @@ def _collector(rank, world_size):
 def test_ranks_collect_garbage_and_never_walk_what_the_forkserver_imported(ranks):
     # the forkserver imports with the collector off (commlab.preload_start) and turns it on
     # again once it has frozen what the imports made (commlab.preload_memory)
-    processes.close_ranks_started_ahead()
-    if ranks == "started ahead":
-        commlab.run(lambda rank, world_size: None, world_size=2)
-        assert len(processes.ranks_started_ahead(timeout=60)) == 2
+    _next_run_finds(ranks)
     for collecting, frozen in commlab.run(_collector, world_size=2).returns:
         assert collecting
         assert frozen > 100_000  # torch's objects, among others
